@@ -1,0 +1,19 @@
+#include "apps/memtwin/backends.h"
+
+#include "apps/memtwin/commands.h"
+#include "models/analytic/analytic_backend.h"
+
+namespace memtwin::cli {
+
+std::vector<std::string> backend_names() { return {"analytic"}; }
+
+std::string default_backend() { return "analytic"; }
+
+std::unique_ptr<Backend> make_backend(const std::string& name) {
+  if (name == "analytic") return make_analytic_backend();
+  std::string known;
+  for (const auto& n : backend_names()) known += (known.empty() ? "" : ", ") + n;
+  throw UsageError("unknown backend '" + name + "'; available: " + known);
+}
+
+}  // namespace memtwin::cli

@@ -1,0 +1,91 @@
+// memtwin run / memtwin check
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "apps/memtwin/backends.h"
+#include "apps/memtwin/commands.h"
+#include "apps/memtwin/options.h"
+#include "apps/memtwin/text_report.h"
+#include "models/result.h"
+#include "models/scenario_loader.h"
+
+namespace po = boost::program_options;
+
+namespace memtwin::cli {
+namespace {
+
+LoadedScenario load(const po::variables_map& vm) {
+  std::vector<std::string> overrides;
+  if (vm.count("set")) overrides = vm["set"].as<std::vector<std::string>>();
+  if (!vm.count("scenario")) return load_quickstart_scenario(overrides);
+  return load_scenario_file(vm["scenario"].as<std::string>(), overrides);
+}
+
+void add_scenario_options(po::options_description& options, po::positional_options_description& positional) {
+  options.add_options()
+      ("scenario", po::value<std::string>(), "scenario YAML file (default: the built-in quick-start scenario)")
+      ("set", po::value<std::vector<std::string>>()->composing(), "override a key: --set training.micro_batch=4 (repeatable)");
+  positional.add("scenario", 1);
+}
+
+}  // namespace
+
+int cmd_run(const Args& args) {
+  po::options_description options("options");
+  po::positional_options_description positional;
+  add_scenario_options(options, positional);
+  std::string backends;
+  for (const auto& n : backend_names()) backends += (backends.empty() ? "" : ", ") + n;
+  options.add_options()
+      ("backend", po::value<std::string>()->default_value(default_backend()), ("backend to run: " + backends).c_str())
+      ("json", po::bool_switch(), "print exactly one JSON document (memtwin.result/1) on stdout")
+      ("out", po::value<std::string>(), "directory for output files (result.json, ...)");
+  auto vm = parse_args(args, options, positional,
+                       "usage: memtwin run [SCENARIO] [--set KEY=VALUE]... [--backend NAME] [--json] [--out DIR]\n\n"
+                       "Predicts memory (and, with the sim backend, time) for the scenario. Exit code 3 when\n"
+                       "it does not fit in memory; the result is printed all the same.");
+  if (!vm) return kOk;
+
+  LoadedScenario loaded = load(*vm);
+  auto backend = make_backend((*vm)["backend"].as<std::string>());
+  RunResult result = backend->run(loaded.scenario);
+  nlohmann::ordered_json doc = result_document(loaded, result);
+
+  if (vm->count("out")) {
+    std::filesystem::path dir = (*vm)["out"].as<std::string>();
+    std::filesystem::create_directories(dir);
+    std::ofstream file(dir / "result.json");
+    file << doc.dump(2) << "\n";
+    if (!file) throw std::runtime_error("cannot write " + (dir / "result.json").string());
+  }
+  if ((*vm)["json"].as<bool>()) {
+    std::cout << doc.dump(2) << "\n";
+  } else {
+    print_text_report(std::cout, doc);
+  }
+  return result.fits ? kOk : kDoesNotFit;
+}
+
+int cmd_check(const Args& args) {
+  po::options_description options("options");
+  po::positional_options_description positional;
+  add_scenario_options(options, positional);
+  options.add_options()("print", po::bool_switch(), "print the resolved scenario (presets and defaults filled) as JSON");
+  auto vm = parse_args(args, options, positional,
+                       "usage: memtwin check SCENARIO [--set KEY=VALUE]... [--print]\n\n"
+                       "Validates a scenario: exit code 0 when it is valid, 2 with a message naming the file,\n"
+                       "line, column and key when it is not.");
+  if (!vm) return kOk;
+  if (!vm->count("scenario")) throw UsageError("a scenario file is required");
+  LoadedScenario loaded = load(*vm);
+  if ((*vm)["print"].as<bool>()) {
+    std::cout << loaded.resolved.dump(2) << "\n";
+  } else {
+    std::cout << (*vm)["scenario"].as<std::string>() << ": ok ('" << loaded.scenario.name << "', "
+              << (loaded.scenario.training ? "training" : "inference") << ")\n";
+  }
+  return kOk;
+}
+
+}  // namespace memtwin::cli

@@ -1,0 +1,24 @@
+#pragma once
+// The memtwin subcommands. Each takes its own arguments (after the subcommand name) and returns
+// the process exit code: 0 ok, 2 bad input, 3 the scenario does not fit in memory, 1 internal error.
+#include <string>
+#include <vector>
+
+namespace memtwin::cli {
+
+enum ExitCode { kOk = 0, kInternalError = 1, kBadInput = 2, kDoesNotFit = 3 };
+
+using Args = std::vector<std::string>;
+
+int cmd_run(const Args& args);
+int cmd_check(const Args& args);
+int cmd_schema(const Args& args);
+int cmd_models(const Args& args);
+int cmd_gpus(const Args& args);
+
+/// Thrown for a malformed command line; main prints it with the subcommand's usage and exits 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace memtwin::cli

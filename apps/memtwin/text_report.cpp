@@ -1,0 +1,63 @@
+#include "apps/memtwin/text_report.h"
+
+#include <iomanip>
+#include <ostream>
+#include <sstream>
+
+#include "models/unit_parse.h"
+
+namespace memtwin::cli {
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string format_value(const std::string& key, const nlohmann::ordered_json& v) {
+  if (v.is_boolean()) return v.get<bool>() ? "yes" : "no";
+  if (v.is_string()) return v.get<std::string>();
+  if (!v.is_number()) return v.dump();
+  const double x = v.get<double>();
+  if (ends_with(key, "_bytes") || key == "bytes_per_token" || ends_with(key, "bytes_per_token_16bit")) {
+    return human_bytes(Bytes(static_cast<std::int64_t>(x)));
+  }
+  if (ends_with(key, "_s")) return human_duration(Seconds(x));
+  if (ends_with(key, "flops_per_token") || key == "parameters" || ends_with(key, "_parameters") ||
+      ends_with(key, "parameters_per_layer")) {
+    return human_count(x);
+  }
+  std::ostringstream s;
+  s << std::setprecision(6) << x;
+  return s.str();
+}
+
+void print_section(std::ostream& out, const std::string& prefix, const nlohmann::ordered_json& node) {
+  for (const auto& [key, value] : node.items()) {
+    std::string path = prefix.empty() ? key : prefix + "." + key;
+    if (value.is_object()) {
+      print_section(out, path, value);
+    } else if (value.is_array()) {
+      continue;  // per-item arrays belong in --json or the output files
+    } else {
+      out << "  " << std::left << std::setw(46) << path << format_value(key, value) << "\n";
+    }
+  }
+}
+
+}  // namespace
+
+void print_text_report(std::ostream& out, const nlohmann::ordered_json& doc) {
+  out << "memtwin " << doc.value("workload", "") << " scenario '" << doc.value("scenario", "") << "' (backend "
+      << doc.value("backend", "") << ")\n";
+  for (const auto& [key, value] : doc.items()) {
+    if (!value.is_object() || key == "input") continue;
+    out << "\n" << key << "\n";
+    print_section(out, key, value);
+  }
+  if (doc.contains("notes") && !doc["notes"].empty()) {
+    out << "\nnotes\n";
+    for (const auto& n : doc["notes"]) out << "  - " << n.get<std::string>() << "\n";
+  }
+}
+
+}  // namespace memtwin::cli

@@ -1,0 +1,24 @@
+#pragma once
+// A backend turns a Scenario into a RunResult: `analytic` (closed forms, in models/), `sim`
+// (SimGrid, in sim/), `hw` (real devices, in hw/). The CLI picks one by name from an explicit
+// registry it builds itself, so no static self-registration is needed.
+#include <memory>
+#include <string>
+
+#include "models/result.h"
+#include "models/scenario.h"
+
+namespace memtwin {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  [[nodiscard]] virtual std::string name() const = 0;
+  /// One-line description for `memtwin run --help`.
+  [[nodiscard]] virtual std::string summary() const = 0;
+  /// Runs the scenario. Running out of memory is a result (fits = false), not an exception;
+  /// exceptions mean the backend could not run at all.
+  virtual RunResult run(const Scenario& scenario) = 0;
+};
+
+}  // namespace memtwin

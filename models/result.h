@@ -1,0 +1,28 @@
+#pragma once
+// RunResult: what every backend (analytic, sim, hw) returns, and the one JSON document
+// (`"schema": "memtwin.result/1"`) that `memtwin run --json` prints and analysis/ reads.
+// Field names follow the output contracts in the issues ("memory.gpu.peak_bytes", ...): values in
+// base units, the unit in the key's suffix (_bytes, _s, _per_s, _flops).
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "models/scenario_loader.h"
+
+namespace memtwin {
+
+inline constexpr const char* kResultSchema = "memtwin.result/1";
+
+struct RunResult {
+  std::string backend;
+  nlohmann::ordered_json metrics = nlohmann::ordered_json::object();  ///< "model", "memory", ...
+  bool fits = true;                 ///< false: the scenario runs out of memory (exit code 3)
+  std::vector<std::string> notes;   ///< remarks for people: what was not modelled, hints to fit
+};
+
+/// The full result document: schema, scenario, backend, workload, input (the resolved scenario),
+/// then the metrics and notes.
+nlohmann::ordered_json result_document(const LoadedScenario& loaded, const RunResult& result);
+
+}  // namespace memtwin

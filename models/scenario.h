@@ -1,0 +1,245 @@
+#pragma once
+// The Scenario: plain values with units already converted. It is built only by the loader
+// (scenario_loader.h) from a validated YAML document; nothing downstream ever sees YAML.
+// Contract: every field holds a valid value (the loader rejected anything else), and optional
+// fields are empty exactly when the user gave no value and the schema defines no default.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "models/enums.h"
+#include "models/units.h"
+
+namespace memtwin {
+
+struct GpuSpec {
+  std::string name;                     ///< catalog name, or "custom"
+  Bytes memory;                         ///< HBM capacity per GPU
+  BytesPerSec hbm_bandwidth;            ///< peak HBM bandwidth
+  std::map<Precision, FlopsPerSec> flops;  ///< dense peak per dtype (no sparsity)
+  std::optional<BytesPerSec> nvlink_bandwidth;  ///< per GPU, per direction; empty: no NVLink
+  BytesPerSec pcie_bandwidth;           ///< per GPU, per direction
+  std::optional<double> price_per_hour; ///< USD per GPU-hour, typical on-demand
+  std::string source;                   ///< where the numbers come from
+};
+
+struct IntraNodeFabric {
+  Fabric fabric = Fabric::nvswitch;
+  BytesPerSec bandwidth;  ///< per GPU, per direction
+  Seconds latency;
+};
+
+struct InterNodeFabric {
+  int nics_per_node = 8;
+  BytesPerSec nic_bandwidth;  ///< per NIC, per direction
+  Seconds latency;
+  Topology topology = Topology::fat_tree;
+  double oversubscription = 1.0;  ///< >= 1; 2 means the spine carries half the leaves' bandwidth
+};
+
+struct HostSpec {
+  Bytes memory;                ///< DRAM per node
+  BytesPerSec pcie_bandwidth;  ///< per GPU, per direction, between GPU and host DRAM
+  double cpu_adam_params_per_s = 0;  ///< parameters one node's CPUs update per second (offloaded Adam)
+};
+
+struct NvmeSpec {
+  Bytes capacity;  ///< per node
+  BytesPerSec read_bandwidth;
+  BytesPerSec write_bandwidth;
+  Seconds latency;
+};
+
+struct Cluster {
+  int nodes = 1;
+  int gpus_per_node = 1;
+  GpuSpec gpu;
+  IntraNodeFabric intra_node;
+  InterNodeFabric inter_node;
+  HostSpec host;
+  std::optional<NvmeSpec> nvme;
+  std::optional<std::string> calibration;  ///< path to a calibration YAML
+  std::optional<double> price_per_gpu_hour;
+  [[nodiscard]] int total_gpus() const { return nodes * gpus_per_node; }
+};
+
+/// A transformer architecture, or only a parameter count (then `architecture_known` is false and
+/// only model-state estimates are possible).
+struct ModelSpec {
+  std::string name;
+  bool architecture_known = true;
+  double parameters_override = 0;  ///< > 0 when the user gave `parameters:` alone
+  int layers = 0;
+  int hidden = 0;
+  int heads = 0;
+  int kv_heads = 0;
+  int head_dim = 0;
+  int intermediate = 0;
+  int vocab = 0;
+  MlpKind mlp = MlpKind::swiglu;
+  bool tied_embeddings = false;
+  int experts = 1;
+  int experts_per_token = 1;
+  NormKind norm = NormKind::rmsnorm;
+  BiasKind bias = BiasKind::none;
+  PositionEmbedding position = PositionEmbedding::rope;
+  int max_position_embeddings = 0;
+  std::string source;
+};
+
+struct Parallelism {
+  int tensor = 1;
+  bool sequence_parallel = false;
+  int pipeline = 1;
+  PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
+  int interleave = 1;
+  int expert = 1;
+};
+
+/// DeepSpeed ZeRO knobs (element counts, as DeepSpeed's config takes them).
+struct DeepSpeedBuckets {
+  double reduce_bucket_size = 5e8;
+  double allgather_bucket_size = 5e8;
+  double prefetch_bucket_size = 5e7;
+  double param_persistence_threshold = 1e5;
+  double max_live_parameters = 1e9;
+  double sub_group_size = 1e9;
+};
+
+struct Sharding {
+  ShardingStrategy strategy = ShardingStrategy::ddp;
+  int zero_stage = 0;               ///< 0..3, meaningful for strategy zero
+  FsdpMode fsdp_mode = FsdpMode::full_shard;
+  int shard_group = 0;              ///< hybrid_shard: GPUs per shard group
+  FsdpWrap wrap = FsdpWrap::transformer_block;
+  bool limit_all_gathers = true;
+  Bytes ddp_bucket;                 ///< PyTorch DDP gradient bucket
+  DeepSpeedBuckets deepspeed;
+};
+
+struct Offload {
+  OffloadTarget optimizer = OffloadTarget::none;
+  OffloadTarget parameters = OffloadTarget::none;
+  bool pin_memory = true;
+};
+
+struct FineTuningSpec {
+  FineTuning method = FineTuning::full;
+  int lora_rank = 16;
+  std::vector<LoraTarget> lora_targets;
+  bool double_quant = true;
+};
+
+struct Training {
+  Framework framework = Framework::ideal;
+  int global_batch = 1;
+  int micro_batch = 1;
+  int seq_len = 2048;
+  Precision precision = Precision::bf16;
+  Optimizer optimizer = Optimizer::adamw;
+  Parallelism parallelism;
+  Sharding sharding;
+  Offload offload;
+  Recompute recompute = Recompute::none;
+  AttentionImpl attention = AttentionImpl::flash;
+  FineTuningSpec fine_tuning;
+};
+
+struct ServingSpec {
+  int replicas = 1;
+  int tensor_parallel = 1;
+  int pipeline_parallel = 1;
+  int max_num_seqs = 256;
+  int max_num_batched_tokens = 8192;
+  int max_model_len = 4096;
+  int block_size = 16;
+  double gpu_memory_utilization = 0.9;
+  bool chunked_prefill = true;
+  bool prefix_caching = false;
+  Preemption preemption = Preemption::recompute;
+  bool cuda_graphs = true;
+  Bytes swap_space;  ///< host memory per GPU reserved for swapped-out KV blocks
+  Router router = Router::round_robin;
+};
+
+struct CompressionSpec {
+  KvCompression method = KvCompression::none;
+  int bits = 2;
+  int group_size = 32;
+  int residual = 128;
+  double heavy_ratio = 0.1;
+  double recent_ratio = 0.1;
+  int sinks = 4;
+  int window = 0;     ///< streaming: recent window; snapkv/pyramidkv: observation window
+  int budget = 2048;  ///< snapkv/pyramidkv/entropy: tokens kept per head (mean over layers)
+  int pooling_kernel = 7;
+  double beta = 20;   ///< pyramidkv: ratio between the deepest and shallowest layer budgets
+};
+
+struct KvCacheSpec {
+  KvDtype dtype = KvDtype::bf16;
+  std::optional<Bytes> memory;  ///< explicit KV pool per GPU instead of the engine's rule
+  CompressionSpec compression;
+};
+
+struct TierSpec {
+  std::optional<Bytes> host_memory;
+  std::optional<Bytes> nvme;
+  TierPolicy policy = TierPolicy::lru;
+};
+
+struct LengthDistribution {
+  LengthDist dist = LengthDist::fixed;
+  double value = 0, mean = 0, std = 0, min = 1, max = 0;  ///< token counts; max 0 = unbounded
+  std::string file;  ///< empirical: one length per line
+};
+
+struct WorkloadSpec {
+  Arrival arrival = Arrival::poisson;
+  double rate_per_s = 0;
+  double cv = 2;
+  int concurrency = 0;
+  std::int64_t requests = 1000;
+  LengthDistribution prompt_tokens;
+  LengthDistribution output_tokens;
+  std::string trace;
+  int shared_prefix_groups = 0;
+  int shared_prefix_tokens = 0;
+};
+
+struct SloSpec {
+  std::optional<Seconds> ttft_p99;
+  std::optional<Seconds> tpot_p99;
+  std::optional<Seconds> e2e_p99;
+};
+
+struct Inference {
+  Engine engine = Engine::vllm;
+  ServingSpec serving;
+  WeightDtype weight_dtype = WeightDtype::bf16;
+  int weight_group_size = 128;
+  KvCacheSpec kv_cache;
+  TierSpec tiers;
+  WorkloadSpec workload;
+  SloSpec slo;
+};
+
+struct SimulationSpec {
+  Fidelity fidelity = Fidelity::full;
+};
+
+struct Scenario {
+  std::string name;
+  std::string description;
+  std::uint64_t seed = 1;
+  std::string source_file;  ///< where it was loaded from ("<embedded>" for built-ins)
+  Cluster cluster;
+  ModelSpec model;
+  std::optional<Training> training;
+  std::optional<Inference> inference;
+  SimulationSpec simulation;
+};
+
+}  // namespace memtwin

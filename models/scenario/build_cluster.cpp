@@ -1,0 +1,74 @@
+#include "models/scenario/builders.h"
+
+namespace memtwin {
+
+GpuSpec build_gpu(const ParamValues& v) {
+  GpuSpec gpu;
+  if (!v.has_section("cluster.gpu")) v.fail("cluster.gpu", "is required: a catalog name (`memtwin gpus`) or a mapping");
+  gpu.name = v.given("cluster.gpu.preset") ? v.text("cluster.gpu.preset") : "custom";
+  gpu.memory = v.bytes("cluster.gpu.memory");
+  gpu.hbm_bandwidth = v.bandwidth("cluster.gpu.hbm_bandwidth");
+  for (Precision p : {Precision::fp32, Precision::bf16, Precision::fp16, Precision::fp8}) {
+    std::string key = "cluster.gpu.flops." + std::string(kPrecisionNames.name(p));
+    if (v.given(key)) gpu.flops[p] = v.flops_rate(key);
+  }
+  if (gpu.flops.empty()) v.fail("cluster.gpu.flops", "is required: at least one of fp32, bf16, fp16, fp8");
+  if (v.given("cluster.gpu.nvlink_bandwidth")) gpu.nvlink_bandwidth = v.bandwidth("cluster.gpu.nvlink_bandwidth");
+  gpu.pcie_bandwidth = v.bandwidth("cluster.gpu.pcie_bandwidth");
+  if (v.given("cluster.gpu.price_per_hour")) gpu.price_per_hour = v.number("cluster.gpu.price_per_hour");
+  gpu.source = v.text("cluster.gpu.source");
+  return gpu;
+}
+
+Cluster build_cluster(const ParamValues& v) {
+  if (!v.has_section("cluster")) v.fail("cluster", "is required");
+  Cluster c;
+  c.nodes = v.int32("cluster.nodes");
+  c.gpus_per_node = v.int32("cluster.gpus_per_node");
+  c.gpu = build_gpu(v);
+
+  const bool has_nvlink = c.gpu.nvlink_bandwidth.has_value();
+  c.intra_node.fabric = v.given("cluster.intra_node.fabric") ? v.choice("cluster.intra_node.fabric", kFabricNames)
+                        : has_nvlink                          ? Fabric::nvswitch
+                                                              : Fabric::pcie;
+  if (c.intra_node.fabric != Fabric::pcie && !has_nvlink && !v.given("cluster.intra_node.bandwidth")) {
+    v.fail("cluster.intra_node.fabric", "the GPU '" + c.gpu.name +
+                                            "' has no NVLink; use fabric: pcie or give intra_node.bandwidth");
+  }
+  if (v.given("cluster.intra_node.bandwidth")) {
+    c.intra_node.bandwidth = v.bandwidth("cluster.intra_node.bandwidth");
+  } else {
+    c.intra_node.bandwidth = c.intra_node.fabric == Fabric::pcie ? c.gpu.pcie_bandwidth : *c.gpu.nvlink_bandwidth;
+  }
+  c.intra_node.latency = v.duration("cluster.intra_node.latency");
+
+  c.inter_node.nics_per_node =
+      v.given("cluster.inter_node.nics_per_node") ? v.int32("cluster.inter_node.nics_per_node") : c.gpus_per_node;
+  c.inter_node.nic_bandwidth = v.bandwidth("cluster.inter_node.nic_bandwidth");
+  c.inter_node.latency = v.duration("cluster.inter_node.latency");
+  c.inter_node.topology = v.choice("cluster.inter_node.topology", kTopologyNames);
+  c.inter_node.oversubscription = v.number("cluster.inter_node.oversubscription");
+
+  c.host.memory = v.bytes("cluster.host.memory");
+  c.host.pcie_bandwidth =
+      v.given("cluster.host.pcie_bandwidth") ? v.bandwidth("cluster.host.pcie_bandwidth") : c.gpu.pcie_bandwidth;
+  c.host.cpu_adam_params_per_s = v.number("cluster.host.cpu_adam_params_per_s");
+
+  if (v.has_section("cluster.nvme")) {
+    NvmeSpec nvme;
+    nvme.capacity = v.bytes("cluster.nvme.capacity");
+    nvme.read_bandwidth = v.bandwidth("cluster.nvme.read_bandwidth");
+    nvme.write_bandwidth = v.bandwidth("cluster.nvme.write_bandwidth");
+    nvme.latency = v.duration("cluster.nvme.latency");
+    c.nvme = nvme;
+  }
+  if (v.given("cluster.calibration")) c.calibration = v.text("cluster.calibration");
+  if (v.given("cluster.price_per_gpu_hour")) {
+    c.price_per_gpu_hour = v.number("cluster.price_per_gpu_hour");
+  } else {
+    c.price_per_gpu_hour = c.gpu.price_per_hour;
+  }
+  return c;
+}
+
+}  // namespace memtwin

@@ -1,0 +1,226 @@
+#include "models/scenario/builders.h"
+
+#include <map>
+#include <set>
+#include <string>
+
+namespace memtwin {
+namespace {
+
+std::string str(long long n) { return std::to_string(n); }
+const std::string kComp = "inference.kv_cache.compression.";
+
+ServingSpec build_serving(const ParamValues& v, const Cluster& cluster, const ModelSpec& model) {
+  ServingSpec s;
+  s.replicas = v.int32("inference.serving.replicas");
+  s.tensor_parallel = v.int32("inference.serving.tensor_parallel");
+  s.pipeline_parallel = v.int32("inference.serving.pipeline_parallel");
+  const long long needed = 1LL * s.replicas * s.tensor_parallel * s.pipeline_parallel;
+  if (needed > cluster.total_gpus()) {
+    v.fail("inference.serving.replicas", str(s.replicas) + " replicas x tensor " + str(s.tensor_parallel) +
+                                             " x pipeline " + str(s.pipeline_parallel) + " need " + str(needed) +
+                                             " GPUs; the cluster has " + str(cluster.total_gpus()));
+  }
+  if (model.heads % s.tensor_parallel != 0) {
+    v.fail("inference.serving.tensor_parallel", "tensor parallel " + str(s.tensor_parallel) +
+                                                    " does not divide the model's " + str(model.heads) + " attention heads");
+  }
+  if (model.layers < s.pipeline_parallel) {
+    v.fail("inference.serving.pipeline_parallel", str(s.pipeline_parallel) + " stages for " + str(model.layers) + " layers");
+  }
+  s.max_num_seqs = v.int32("inference.serving.max_num_seqs");
+  s.max_num_batched_tokens = v.int32("inference.serving.max_num_batched_tokens");
+  if (v.given("inference.serving.max_model_len")) {
+    s.max_model_len = v.int32("inference.serving.max_model_len");
+    if (model.max_position_embeddings > 0 && s.max_model_len > model.max_position_embeddings) {
+      v.fail("inference.serving.max_model_len", str(s.max_model_len) + " is longer than the model's " +
+                                                    str(model.max_position_embeddings) + " positions");
+    }
+  } else {
+    s.max_model_len = model.max_position_embeddings > 0 ? model.max_position_embeddings : 4096;
+  }
+  s.block_size = v.int32("inference.serving.block_size");
+  s.gpu_memory_utilization = v.number("inference.serving.gpu_memory_utilization");
+  s.chunked_prefill = v.flag("inference.serving.chunked_prefill");
+  if (!s.chunked_prefill && s.max_num_batched_tokens < s.max_model_len) {
+    v.fail("inference.serving.max_num_batched_tokens",
+           str(s.max_num_batched_tokens) + " is smaller than max_model_len " + str(s.max_model_len) +
+               ": without chunked prefill a long prompt could never be scheduled (vLLM refuses this too)");
+  }
+  if (s.max_num_seqs > s.max_num_batched_tokens) {
+    v.fail("inference.serving.max_num_seqs", str(s.max_num_seqs) + " sequences cannot fit in max_num_batched_tokens " +
+                                                 str(s.max_num_batched_tokens));
+  }
+  s.prefix_caching = v.flag("inference.serving.prefix_caching");
+  s.preemption = v.choice("inference.serving.preemption", kPreemptionNames);
+  s.cuda_graphs = v.flag("inference.serving.cuda_graphs");
+  s.swap_space = v.bytes("inference.serving.swap_space");
+  s.router = v.choice("inference.serving.router", kRouterNames);
+  return s;
+}
+
+CompressionSpec build_compression(const ParamValues& v) {
+  CompressionSpec c;
+  c.method = v.choice(kComp + "method", kKvCompressionNames);
+  using M = KvCompression;
+  // Which parameters each method reads; any other given one is a mistake worth reporting.
+  const std::map<std::string, std::set<M>> used_by = {
+      {"bits", {M::kivi}},
+      {"group_size", {M::kivi, M::int8, M::int4, M::int2}},
+      {"residual", {M::kivi}},
+      {"heavy_ratio", {M::h2o}},
+      {"recent_ratio", {M::h2o}},
+      {"sinks", {M::streaming}},
+      {"window", {M::streaming, M::snapkv, M::pyramidkv}},
+      {"budget", {M::snapkv, M::pyramidkv, M::entropy}},
+      {"pooling_kernel", {M::snapkv, M::pyramidkv}},
+      {"beta", {M::pyramidkv}},
+  };
+  for (const auto& [key, methods] : used_by) {
+    if (v.given(kComp + key) && !methods.count(c.method)) {
+      v.fail(kComp + key, "is not a parameter of method " + std::string(kKvCompressionNames.name(c.method)));
+    }
+  }
+  auto uses = [&](const std::string& key) { return used_by.at(key).count(c.method) > 0; };
+  c.bits = c.method == M::int8 ? 8 : c.method == M::int4 ? 4 : c.method == M::int2 ? 2 : 16;
+  if (c.method == M::kivi) {
+    c.bits = v.given(kComp + "bits") ? v.int32(kComp + "bits") : 2;
+    if (c.bits != 2 && c.bits != 4) v.fail(kComp + "bits", "KIVI uses 2 or 4 bits");
+  }
+  if (uses("group_size")) c.group_size = v.int32(kComp + "group_size");
+  if (uses("residual")) {
+    c.residual = v.int32(kComp + "residual");
+    if (c.residual % c.group_size != 0) {
+      v.fail(kComp + "residual", "KIVI needs the residual window (" + str(c.residual) +
+                                     ") to be a multiple of group_size (" + str(c.group_size) + ")");
+    }
+  }
+  if (uses("heavy_ratio")) {
+    c.heavy_ratio = v.number(kComp + "heavy_ratio");
+    c.recent_ratio = v.number(kComp + "recent_ratio");
+    if (c.heavy_ratio + c.recent_ratio <= 0) v.fail(kComp + "heavy_ratio", "H2O keeps nothing when heavy_ratio + recent_ratio is 0");
+    if (c.heavy_ratio + c.recent_ratio > 1) v.fail(kComp + "recent_ratio", "heavy_ratio + recent_ratio exceeds 1");
+  }
+  if (uses("sinks")) c.sinks = v.int32(kComp + "sinks");
+  if (uses("window")) c.window = v.given(kComp + "window") ? v.int32(kComp + "window") : (c.method == M::streaming ? 1020 : 32);
+  if (uses("budget")) c.budget = v.int32(kComp + "budget");
+  if ((c.method == M::snapkv || c.method == M::pyramidkv) && c.budget <= c.window) {
+    v.fail(kComp + "budget", "the budget (" + str(c.budget) + ") must exceed the observation window (" +
+                                 str(c.window) + ")");
+  }
+  if (uses("pooling_kernel")) c.pooling_kernel = v.int32(kComp + "pooling_kernel");
+  if (uses("beta")) c.beta = v.number(kComp + "beta");
+  return c;
+}
+
+LengthDistribution build_length(const ParamValues& v, const std::string& prefix) {
+  LengthDistribution d;
+  d.dist = v.choice(prefix + ".dist", kLengthDistNames);
+  auto require = [&](const char* key) {
+    if (!v.given(prefix + "." + key)) {
+      v.fail(prefix + "." + key, std::string("is required with dist: ") + std::string(kLengthDistNames.name(d.dist)));
+    }
+  };
+  switch (d.dist) {
+    case LengthDist::fixed: require("value"); break;
+    case LengthDist::uniform: require("max"); break;
+    case LengthDist::normal:
+    case LengthDist::lognormal: require("mean"); require("std"); break;
+    case LengthDist::empirical: require("file"); break;
+  }
+  if (v.given(prefix + ".value") && d.dist != LengthDist::fixed) {
+    v.fail(prefix + ".value", "is only meaningful with dist: fixed");
+  }
+  d.value = v.given(prefix + ".value") ? v.number(prefix + ".value") : 0;
+  d.mean = v.given(prefix + ".mean") ? v.number(prefix + ".mean") : 0;
+  d.std = v.given(prefix + ".std") ? v.number(prefix + ".std") : 0;
+  d.min = v.number(prefix + ".min");
+  d.max = v.given(prefix + ".max") ? v.number(prefix + ".max") : 0;
+  if (d.max > 0 && d.max < d.min) v.fail(prefix + ".max", "is smaller than min");
+  if (v.given(prefix + ".file")) d.file = v.text(prefix + ".file");
+  return d;
+}
+
+WorkloadSpec build_workload(const ParamValues& v) {
+  const std::string w = "inference.workload.";
+  WorkloadSpec s;
+  s.arrival = v.choice(w + "arrival", kArrivalNames);
+  if (v.given(w + "trace")) {
+    s.trace = v.text(w + "trace");
+    for (const char* key : {"rate", "requests", "prompt_tokens", "output_tokens", "arrival"}) {
+      if (v.given(w + key) || v.has_section(w + key)) {
+        v.fail(w + key, "conflicts with workload.trace, which gives arrivals and lengths itself");
+      }
+    }
+    return s;
+  }
+  if (s.arrival == Arrival::closed_loop) {
+    if (!v.given(w + "concurrency")) v.fail(w + "concurrency", "is required with arrival: closed_loop");
+    if (v.given(w + "rate")) v.fail(w + "rate", "is not used with arrival: closed_loop (concurrency sets the load)");
+    s.concurrency = v.int32(w + "concurrency");
+  } else {
+    if (!v.given(w + "rate")) v.fail(w + "rate", "is required with arrival: " + std::string(kArrivalNames.name(s.arrival)));
+    s.rate_per_s = v.number(w + "rate");
+    if (v.given(w + "concurrency")) v.fail(w + "concurrency", "is only meaningful with arrival: closed_loop");
+  }
+  if (v.given(w + "cv") && s.arrival != Arrival::gamma) v.fail(w + "cv", "is only meaningful with arrival: gamma");
+  if (s.arrival == Arrival::gamma) s.cv = v.number(w + "cv");
+  s.requests = v.integer(w + "requests");
+  if (!v.has_section(w + "prompt_tokens")) v.fail(w + "prompt_tokens", "is required (or give workload.trace)");
+  if (!v.has_section(w + "output_tokens")) v.fail(w + "output_tokens", "is required (or give workload.trace)");
+  s.prompt_tokens = build_length(v, w + "prompt_tokens");
+  s.output_tokens = build_length(v, w + "output_tokens");
+  s.shared_prefix_groups = v.int32(w + "shared_prefix.groups");
+  s.shared_prefix_tokens = v.int32(w + "shared_prefix.tokens");
+  if ((s.shared_prefix_groups > 0) != (s.shared_prefix_tokens > 0)) {
+    v.fail(w + "shared_prefix", "give both groups and tokens, or neither");
+  }
+  return s;
+}
+
+}  // namespace
+
+Inference build_inference(const ParamValues& v, const Cluster& cluster, const ModelSpec& model) {
+  if (!model.architecture_known) {
+    v.fail("model.parameters", "serving needs the model's architecture (layers, heads, ...) for its KV cache");
+  }
+  Inference inf;
+  inf.engine = v.choice("inference.engine", kEngineNames);
+  inf.serving = build_serving(v, cluster, model);
+  inf.weight_dtype = v.choice("inference.weights.dtype", kWeightDtypeNames);
+  if (v.given("inference.weights.group_size") && inf.weight_dtype != WeightDtype::awq_int4) {
+    v.fail("inference.weights.group_size", "is only meaningful with dtype: awq_int4");
+  }
+  if (inf.weight_dtype == WeightDtype::awq_int4) inf.weight_group_size = v.int32("inference.weights.group_size");
+  if (inf.weight_dtype == WeightDtype::awq_int4 && model.hidden % inf.weight_group_size != 0) {
+    v.fail("inference.weights.group_size", "group " + str(inf.weight_group_size) + " does not divide hidden " +
+                                               str(model.hidden));
+  }
+  inf.kv_cache.dtype = v.choice("inference.kv_cache.dtype", kKvDtypeNames);
+  if (v.given("inference.kv_cache.memory")) {
+    inf.kv_cache.memory = v.bytes("inference.kv_cache.memory");
+    if (*inf.kv_cache.memory >= cluster.gpu.memory) {
+      v.fail("inference.kv_cache.memory", "is not smaller than the GPU's memory");
+    }
+  }
+  inf.kv_cache.compression = build_compression(v);
+  if (v.given("inference.tiers.host_memory")) {
+    inf.tiers.host_memory = v.bytes("inference.tiers.host_memory");
+    if (*inf.tiers.host_memory > cluster.host.memory) {
+      v.fail("inference.tiers.host_memory", "is more than the node's host memory (cluster.host.memory)");
+    }
+  }
+  if (v.given("inference.tiers.nvme")) {
+    if (!cluster.nvme) v.fail("inference.tiers.nvme", "an NVMe tier needs a cluster.nvme section");
+    inf.tiers.nvme = v.bytes("inference.tiers.nvme");
+    if (*inf.tiers.nvme > cluster.nvme->capacity) v.fail("inference.tiers.nvme", "is more than cluster.nvme.capacity");
+  }
+  inf.tiers.policy = v.choice("inference.tiers.policy", kTierPolicyNames);
+  inf.workload = build_workload(v);
+  if (v.given("inference.slo.ttft_p99")) inf.slo.ttft_p99 = v.duration("inference.slo.ttft_p99");
+  if (v.given("inference.slo.tpot_p99")) inf.slo.tpot_p99 = v.duration("inference.slo.tpot_p99");
+  if (v.given("inference.slo.e2e_p99")) inf.slo.e2e_p99 = v.duration("inference.slo.e2e_p99");
+  return inf;
+}
+
+}  // namespace memtwin

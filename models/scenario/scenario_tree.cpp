@@ -1,0 +1,199 @@
+#include "models/scenario/scenario_tree.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "models/embedded.h"
+#include "models/scenario/did_you_mean.h"
+#include "models/scenario/hf_config.h"
+#include "models/schema.h"
+
+namespace memtwin {
+namespace {
+
+// Lookups through a const node never insert the key (non-const operator[] may).
+bool has_key(const YAML::Node& node, const std::string& key) { return node.IsMap() && node[key].IsDefined(); }
+
+SourceLocation at(const std::string& file, const YAML::Mark& mark) {
+  if (mark.line < 0) return {file, 0, 0};
+  return {file, mark.line + 1, mark.column + 1};
+}
+
+YAML::Node parse_yaml(std::string_view text, const std::string& file) {
+  try {
+    return YAML::Load(std::string(text));
+  } catch (const YAML::Exception& e) {
+    throw ScenarioError(at(file, e.mark), "", "not valid YAML: " + e.msg);
+  }
+}
+
+struct Catalog {
+  std::string file;  // the name shown in messages
+  YAML::Node root;
+};
+
+const Catalog& catalog(std::string_view name) {
+  static std::map<std::string, Catalog, std::less<>> cache;
+  auto it = cache.find(name);
+  if (it != cache.end()) return it->second;
+  auto text = embedded_file(name);
+  if (!text) throw std::logic_error("catalog not embedded: " + std::string(name));
+  std::string shown = "scenarios/" + std::string(name);
+  Catalog c{shown, parse_yaml(*text, shown)};
+  return cache.emplace(std::string(name), std::move(c)).first->second;
+}
+
+// Copies every key of `preset` that `user` lacks into `user`, recursively for nested mappings,
+// recording that those keys came from `source`.
+void merge_under(YAML::Node user, const YAML::Node& preset, const std::string& path, const std::string& source,
+                 std::map<std::string, std::string>& origins) {
+  for (auto it = preset.begin(); it != preset.end(); ++it) {
+    std::string key = it->first.as<std::string>();
+    std::string child = path + "." + key;
+    if (!has_key(user, key)) {
+      user[key] = it->second;
+      origins[child] = source;
+    } else if (user[key].IsMap() && it->second.IsMap()) {
+      merge_under(user[key], it->second, child, source, origins);
+    }
+  }
+}
+
+// `gpu: h100-sxm` -> `gpu: {preset: h100-sxm}`, for every section that allows a scalar shorthand.
+void expand_shorthands(YAML::Node node, const std::string& path) {
+  if (!node.IsMap()) return;
+  std::vector<std::pair<std::string, YAML::Node>> entries;  // collect first: no edits while iterating
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    if (it->first.IsScalar()) entries.emplace_back(it->first.Scalar(), it->second);
+  }
+  for (auto& [key, value] : entries) {
+    std::string child = path.empty() ? key : path + "." + key;
+    if (value.IsScalar()) {
+      if (auto inner = scalar_shorthand_key(child)) {
+        YAML::Node mapping(YAML::NodeType::Map);
+        mapping[*inner] = value;
+        node[key] = mapping;
+      }
+    } else if (value.IsMap()) {
+      expand_shorthands(value, child);
+    }
+  }
+}
+
+void apply_override(YAML::Node root, const std::string& spec, std::map<std::string, std::string>& origins) {
+  const std::string where = "--set " + spec;
+  auto eq = spec.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    throw ScenarioError({where}, "", "expected KEY=VALUE, e.g. --set training.micro_batch=4");
+  }
+  std::string path = spec.substr(0, eq);
+  std::string value_text = spec.substr(eq + 1);
+  if (value_text.empty()) throw ScenarioError({where}, path, "the value is empty");
+  YAML::Node value;
+  try {
+    value = YAML::Load(value_text);
+  } catch (const YAML::Exception&) {
+    value = YAML::Node(value_text);  // not YAML: take the text as it is
+  }
+  std::vector<std::string> parts;
+  std::stringstream ss(path);
+  for (std::string part; std::getline(ss, part, '.');) {
+    if (part.empty()) throw ScenarioError({where}, path, "empty key segment");
+    parts.push_back(part);
+  }
+  YAML::Node cursor;
+  cursor.reset(root);
+  for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
+    if (!has_key(cursor, parts[i]) || !cursor[parts[i]].IsMap()) {
+      cursor[parts[i]] = YAML::Node(YAML::NodeType::Map);
+    }
+    YAML::Node next = cursor[parts[i]];
+    cursor.reset(next);
+  }
+  cursor[parts.back()] = value;
+  origins[path] = where;
+}
+
+void expand_presets(ScenarioTree& tree, const std::string& section, std::string_view catalog_file) {
+  // Walk down to the section; it exists only if the user wrote it.
+  YAML::Node node;
+  node.reset(tree.root);
+  std::stringstream ss(section);
+  for (std::string part; std::getline(ss, part, '.');) {
+    if (!has_key(node, part)) return;
+    YAML::Node next = node[part];
+    node.reset(next);
+  }
+  if (!has_key(node, "preset")) return;
+  YAML::Node name_node = node["preset"];
+  std::string name = name_node.IsScalar() ? name_node.Scalar() : "";
+  const Catalog& cat = catalog(catalog_file);
+  const YAML::Node& entries = cat.root;
+  YAML::Node entry = name.empty() ? YAML::Node() : entries[name];
+  if (!entry.IsDefined() || !entry.IsMap()) {
+    std::string msg = "unknown " + std::string(section == "model" ? "model" : "GPU") + " '" + name + "'";
+    msg += did_you_mean(name, catalog_names(catalog_file));
+    msg += " (list them with `memtwin " + std::string(section == "model" ? "models" : "gpus") + "`)";
+    throw ScenarioError(tree.locate(section + ".preset", name_node.Mark()), section + ".preset", msg);
+  }
+  merge_under(node, entry, section, cat.file, tree.origins);
+}
+
+void expand_hf_config(ScenarioTree& tree) {
+  if (!has_key(tree.root, "model")) return;
+  YAML::Node model = tree.root["model"];
+  if (!has_key(model, "hf_config")) return;
+  YAML::Node path_node = model["hf_config"];
+  SourceLocation where = tree.locate("model.hf_config", path_node.Mark());
+  if (!path_node.IsScalar()) throw ScenarioError(where, "model.hf_config", "expected a file path");
+  std::filesystem::path file = path_node.Scalar();
+  if (file.is_relative()) file = std::filesystem::path(tree.base_dir) / file;
+  YAML::Node arch = read_hf_config(file.string(), where);
+  merge_under(model, arch, "model", file.string(), tree.origins);
+}
+
+}  // namespace
+
+SourceLocation ScenarioTree::locate(const std::string& path, const YAML::Mark& mark) const {
+  // The longest recorded prefix of `path` names its source.
+  for (std::string p = path;;) {
+    auto it = origins.find(p);
+    if (it != origins.end()) {
+      if (it->second.rfind("--set", 0) == 0) return {it->second, 0, 0};
+      return at(it->second, mark);
+    }
+    auto dot = p.rfind('.');
+    if (dot == std::string::npos) break;
+    p.resize(dot);
+  }
+  return at(file, mark);
+}
+
+ScenarioTree build_scenario_tree(std::string_view text, const std::string& file, const std::string& base_dir,
+                                 const std::vector<std::string>& overrides) {
+  ScenarioTree tree;
+  tree.file = file;
+  tree.base_dir = base_dir;
+  tree.root = parse_yaml(text, file);
+  if (!tree.root || tree.root.IsNull()) throw ScenarioError({file, 1, 1}, "", "the scenario is empty");
+  if (!tree.root.IsMap()) {
+    throw ScenarioError(at(file, tree.root.Mark()), "", "a scenario is a mapping with name, cluster, model and training or inference");
+  }
+  expand_shorthands(tree.root, "");
+  for (const auto& spec : overrides) apply_override(tree.root, spec, tree.origins);
+  expand_shorthands(tree.root, "");  // overrides may have set a shorthand
+  expand_presets(tree, "cluster.gpu", "presets/gpus.yaml");
+  expand_presets(tree, "model", "presets/models.yaml");
+  expand_hf_config(tree);
+  return tree;
+}
+
+std::vector<std::string> catalog_names(std::string_view catalog_file) {
+  std::vector<std::string> names;
+  const Catalog& cat = catalog(catalog_file);
+  for (auto it = cat.root.begin(); it != cat.root.end(); ++it) names.push_back(it->first.as<std::string>());
+  return names;
+}
+
+}  // namespace memtwin

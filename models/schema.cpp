@@ -1,0 +1,376 @@
+#include "models/schema.h"
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <sstream>
+
+#include "models/enums.h"
+
+namespace memtwin {
+namespace {
+
+template <class E, std::size_t N>
+std::vector<std::string> names(const EnumNames<E, N>& table) {
+  return {table.names.begin(), table.names.end()};
+}
+
+// Fluent declaration: param("training.micro_batch", integer, "1", "...").at_least(1)
+class Decl {
+ public:
+  explicit Decl(ParamSpec& spec) : spec_(spec) {}
+  Decl& at_least(double v) { spec_.min = v; return *this; }
+  Decl& above(double v) { spec_.min = v; spec_.min_exclusive = true; return *this; }
+  Decl& at_most(double v) { spec_.max = v; return *this; }
+  Decl& choices(std::vector<std::string> c) { spec_.choices = std::move(c); return *this; }
+  Decl& derived(std::string note) { spec_.default_note = std::move(note); return *this; }
+
+ private:
+  ParamSpec& spec_;
+};
+
+class Table {
+ public:
+  Decl add(std::string path, ValueKind kind, std::optional<std::string> def, std::string doc) {
+    ParamSpec spec;
+    spec.path = std::move(path);
+    spec.kind = kind;
+    spec.default_value = std::move(def);
+    spec.doc = std::move(doc);
+    params_.push_back(std::move(spec));
+    return Decl(params_.back());
+  }
+  std::vector<ParamSpec> take() { return {params_.begin(), params_.end()}; }
+
+ private:
+  std::deque<ParamSpec> params_;  // a deque: Decl keeps a reference to the last element
+};
+
+using K = ValueKind;
+constexpr auto none = std::nullopt;
+
+void declare_top(Table& t) {
+  t.add("name", K::text, none, "scenario name, used in outputs (required)");
+  t.add("description", K::text, "", "free text");
+  t.add("seed", K::integer, "1", "every random draw derives from it").at_least(0);
+  t.add("simulation.fidelity", K::choice, "full",
+        "full: simulate every rank; fast: simulate one rank per identical group")
+      .choices(names(kFidelityNames));
+}
+
+void declare_cluster(Table& t) {
+  t.add("cluster.nodes", K::integer, "1", "number of nodes").at_least(1);
+  t.add("cluster.gpus_per_node", K::integer, "8", "GPUs in each node").at_least(1);
+  t.add("cluster.gpu.preset", K::preset, none, "GPU catalog name (`memtwin gpus`); `gpu: NAME` is short for this");
+  t.add("cluster.gpu.memory", K::bytes, none, "memory per GPU as CUDA reports it").above(0).derived("from the preset");
+  t.add("cluster.gpu.hbm_bandwidth", K::bandwidth, none, "peak memory bandwidth").above(0).derived("from the preset");
+  for (const char* dtype : {"fp32", "bf16", "fp16", "fp8"}) {
+    t.add(std::string("cluster.gpu.flops.") + dtype, K::flops_rate, none,
+          std::string("dense peak ") + dtype + " tensor throughput (no sparsity)")
+        .above(0).derived("from the preset; absent means unsupported");
+  }
+  t.add("cluster.gpu.nvlink_bandwidth", K::bandwidth, none, "NVLink bandwidth per GPU, per direction")
+      .above(0).derived("from the preset; absent means no NVLink");
+  t.add("cluster.gpu.pcie_bandwidth", K::bandwidth, none, "PCIe bandwidth per GPU, per direction").above(0).derived("from the preset");
+  t.add("cluster.gpu.price_per_hour", K::number, none, "typical price in USD per GPU-hour").at_least(0).derived("from the preset");
+  t.add("cluster.gpu.source", K::text, "", "where the numbers come from");
+
+  t.add("cluster.intra_node.fabric", K::choice, none, "how GPUs inside a node are connected")
+      .choices(names(kFabricNames)).derived("nvswitch when the GPU has NVLink, else pcie");
+  t.add("cluster.intra_node.bandwidth", K::bandwidth, none, "per GPU, per direction").above(0)
+      .derived("the GPU's NVLink bandwidth, else its PCIe bandwidth");
+  t.add("cluster.intra_node.latency", K::duration, "2us", "per message").at_least(0);
+
+  t.add("cluster.inter_node.nics_per_node", K::integer, none, "NICs per node (one per GPU: rail-optimised)")
+      .at_least(1).derived("gpus_per_node");
+  t.add("cluster.inter_node.nic_bandwidth", K::bandwidth, "400Gbps", "per NIC, per direction").above(0);
+  t.add("cluster.inter_node.latency", K::duration, "5us", "per message").at_least(0);
+  t.add("cluster.inter_node.topology", K::choice, "fat-tree", "fabric between nodes").choices(names(kTopologyNames));
+  t.add("cluster.inter_node.oversubscription", K::number, "1", "leaf uplink oversubscription (1 = non-blocking)").at_least(1);
+
+  t.add("cluster.host.memory", K::bytes, "2TiB", "host DRAM per node").above(0);
+  t.add("cluster.host.pcie_bandwidth", K::bandwidth, none, "GPU to host DRAM, per GPU, per direction")
+      .above(0).derived("the GPU's PCIe bandwidth");
+  t.add("cluster.host.cpu_adam_params_per_s", K::number, "2e9",
+        "parameters one node's CPUs update per second with an offloaded Adam (DeepSpeed CPU-Adam class)").above(0);
+
+  t.add("cluster.nvme.capacity", K::bytes, none, "NVMe capacity per node; the nvme section is optional").above(0);
+  t.add("cluster.nvme.read_bandwidth", K::bandwidth, "7GB/s", "per node (PCIe Gen4 SSD)").above(0);
+  t.add("cluster.nvme.write_bandwidth", K::bandwidth, "5GB/s", "per node (PCIe Gen4 SSD)").above(0);
+  t.add("cluster.nvme.latency", K::duration, "80us", "per request").at_least(0);
+
+  t.add("cluster.calibration", K::path, none, "calibration table written by `memtwin calibrate`");
+  t.add("cluster.price_per_gpu_hour", K::number, none, "USD per GPU-hour for planning").at_least(0)
+      .derived("the GPU preset's price");
+}
+
+void declare_model(Table& t) {
+  t.add("model.preset", K::preset, none, "model catalog name (`memtwin models`); `model: NAME` is short for this");
+  t.add("model.hf_config", K::path, none, "a HuggingFace config.json to read the architecture from");
+  t.add("model.parameters", K::number, none, "parameter count alone: model-state estimates only").above(0);
+  t.add("model.layers", K::integer, none, "transformer blocks").at_least(1);
+  t.add("model.hidden", K::integer, none, "hidden size").at_least(1);
+  t.add("model.heads", K::integer, none, "attention (query) heads").at_least(1);
+  t.add("model.kv_heads", K::integer, none, "key/value heads (GQA/MQA)").at_least(1).derived("heads");
+  t.add("model.head_dim", K::integer, none, "size of one head").at_least(1).derived("hidden / heads");
+  t.add("model.intermediate", K::integer, none, "MLP inner size (per expert)").at_least(1)
+      .derived("4 x hidden for gelu/relu; required for gated MLPs");
+  t.add("model.vocab", K::integer, none, "vocabulary size").at_least(1);
+  t.add("model.mlp", K::choice, "swiglu", "MLP type (gated ones have three matrices)").choices(names(kMlpNames));
+  t.add("model.tied_embeddings", K::boolean, "false", "input embedding shared with the output head");
+  t.add("model.experts", K::integer, "1", "MoE experts per layer (1 = dense)").at_least(1);
+  t.add("model.experts_per_token", K::integer, "1", "MoE experts each token is routed to (top-k)").at_least(1);
+  t.add("model.norm", K::choice, "rmsnorm", "normalisation layer").choices(names(kNormNames));
+  t.add("model.bias", K::choice, "none", "which linear layers carry biases").choices(names(kBiasNames));
+  t.add("model.position_embedding", K::choice, "rope", "position encoding").choices(names(kPositionNames));
+  t.add("model.max_position_embeddings", K::integer, none, "longest context the model was trained for").at_least(1);
+  t.add("model.source", K::text, "", "where the architecture comes from");
+}
+
+void declare_training(Table& t) {
+  t.add("training.framework", K::choice, "ideal",
+        "whose memory conventions to follow (ideal = the ZeRO paper's accounting)").choices(names(kFrameworkNames));
+  t.add("training.global_batch", K::integer, none, "sequences per optimizer step").at_least(1)
+      .derived("micro_batch x data-parallel size (no accumulation)");
+  t.add("training.micro_batch", K::integer, "1", "sequences per micro-batch per GPU").at_least(1);
+  t.add("training.seq_len", K::integer, "2048", "tokens per sequence").at_least(1);
+  t.add("training.precision", K::choice, "bf16", "compute precision (16-bit and fp8 keep fp32 master weights)")
+      .choices(names(kPrecisionNames));
+  t.add("training.optimizer", K::choice, "adamw", "optimizer").choices(names(kOptimizerNames));
+  t.add("training.parallelism.tensor", K::integer, "1", "tensor-parallel size").at_least(1);
+  t.add("training.parallelism.sequence_parallel", K::boolean, "false", "Megatron sequence parallelism (needs tensor > 1)");
+  t.add("training.parallelism.pipeline", K::integer, "1", "pipeline stages").at_least(1);
+  t.add("training.parallelism.pipeline_schedule", K::choice, "1f1b", "pipeline schedule")
+      .choices(names(kPipelineScheduleNames));
+  t.add("training.parallelism.interleave", K::integer, "1", "model chunks per stage (interleaved schedule)").at_least(1);
+  t.add("training.parallelism.expert", K::integer, "1", "expert-parallel size (MoE)").at_least(1);
+  t.add("training.sharding.strategy", K::choice, "ddp", "data-parallel sharding").choices(names(kShardingStrategyNames));
+  t.add("training.sharding.stage", K::integer, none, "ZeRO stage (strategy zero; required there)").at_least(0).at_most(3);
+  t.add("training.sharding.mode", K::choice, "full_shard", "FSDP sharding mode (strategy fsdp)").choices(names(kFsdpModeNames));
+  t.add("training.sharding.shard_group", K::integer, none, "GPUs per shard group (hybrid_shard)").at_least(1)
+      .derived("gpus_per_node");
+  t.add("training.sharding.wrap", K::choice, "transformer_block", "FSDP unit (strategy fsdp)").choices(names(kFsdpWrapNames));
+  t.add("training.sharding.limit_all_gathers", K::boolean, "true", "FSDP: at most two all-gathers in flight");
+  t.add("training.sharding.ddp_bucket", K::bytes, "25MiB", "DDP gradient bucket (PyTorch bucket_cap_mb)").above(0);
+  t.add("training.sharding.reduce_bucket_size", K::number, "5e8", "DeepSpeed reduce bucket, elements").above(0);
+  t.add("training.sharding.allgather_bucket_size", K::number, "5e8", "DeepSpeed all-gather bucket, elements").above(0);
+  t.add("training.sharding.prefetch_bucket_size", K::number, "5e7", "DeepSpeed stage3_prefetch_bucket_size, elements").above(0);
+  t.add("training.sharding.param_persistence_threshold", K::number, "1e5",
+        "DeepSpeed stage3_param_persistence_threshold, elements").at_least(0);
+  t.add("training.sharding.max_live_parameters", K::number, "1e9", "DeepSpeed stage3_max_live_parameters, elements").above(0);
+  t.add("training.sharding.sub_group_size", K::number, "1e9", "DeepSpeed sub_group_size, elements").above(0);
+  t.add("training.offload.optimizer", K::choice, "none", "where optimizer states live").choices(names(kOffloadNames));
+  t.add("training.offload.parameters", K::choice, "none", "where parameters live between uses (ZeRO-3 / FSDP)")
+      .choices(names(kOffloadNames));
+  t.add("training.offload.pin_memory", K::boolean, "true", "offloaded states in pinned host memory");
+  t.add("training.activation_checkpointing", K::choice, "none", "activation recomputation").choices(names(kRecomputeNames));
+  t.add("training.attention", K::choice, "flash", "attention kernel (explicit materialises the scores)")
+      .choices(names(kAttentionNames));
+  t.add("training.fine_tuning.method", K::choice, "full", "full training, LoRA or QLoRA (4-bit NF4 base)")
+      .choices(names(kFineTuningNames));
+  t.add("training.fine_tuning.lora_rank", K::integer, "16", "LoRA rank r").at_least(1);
+  t.add("training.fine_tuning.lora_targets", K::choice_list, "[q_proj, v_proj]", "modules that get LoRA adapters")
+      .choices(names(kLoraTargetNames));
+  t.add("training.fine_tuning.double_quant", K::boolean, "true", "QLoRA double quantisation of the NF4 scales");
+}
+
+void declare_length(Table& t, const std::string& prefix, const std::string& what) {
+  t.add(prefix + ".dist", K::choice, "fixed", what + " length distribution").choices(names(kLengthDistNames));
+  t.add(prefix + ".value", K::number, none, "fixed length (`" + what + "_tokens: N` is short for this)").at_least(1);
+  t.add(prefix + ".mean", K::number, none, "mean (normal, lognormal)").above(0);
+  t.add(prefix + ".std", K::number, none, "standard deviation (normal, lognormal)").at_least(0);
+  t.add(prefix + ".min", K::number, "1", "lower bound (uniform; clamp for others)").at_least(1);
+  t.add(prefix + ".max", K::number, none, "upper bound (uniform; clamp for others)").at_least(1);
+  t.add(prefix + ".file", K::path, none, "empirical: a file with one length per line");
+}
+
+void declare_inference(Table& t) {
+  t.add("inference.engine", K::choice, "vllm", "whose capacity and scheduling rules to follow").choices(names(kEngineNames));
+  t.add("inference.serving.replicas", K::integer, "1", "data-parallel engine replicas").at_least(1);
+  t.add("inference.serving.tensor_parallel", K::integer, "1", "GPUs per replica in tensor parallel").at_least(1);
+  t.add("inference.serving.pipeline_parallel", K::integer, "1", "pipeline stages per replica").at_least(1);
+  t.add("inference.serving.max_num_seqs", K::integer, "256", "sequences per iteration").at_least(1);
+  t.add("inference.serving.max_num_batched_tokens", K::integer, "8192", "tokens per iteration").at_least(1);
+  t.add("inference.serving.max_model_len", K::integer, none, "longest prompt + output").at_least(1)
+      .derived("the model's max_position_embeddings");
+  t.add("inference.serving.block_size", K::integer, "16", "tokens per KV block").at_least(1);
+  t.add("inference.serving.gpu_memory_utilization", K::number, "0.9", "fraction of GPU memory the engine may use")
+      .above(0).at_most(1);
+  t.add("inference.serving.chunked_prefill", K::boolean, "true", "split long prompts across iterations");
+  t.add("inference.serving.prefix_caching", K::boolean, "false", "reuse KV blocks of shared prefixes");
+  t.add("inference.serving.preemption", K::choice, "recompute", "what happens to a preempted sequence's KV")
+      .choices(names(kPreemptionNames));
+  t.add("inference.serving.cuda_graphs", K::boolean, "true", "capture decode in CUDA graphs (costs a memory pool)");
+  t.add("inference.serving.swap_space", K::bytes, "4GiB", "host memory per GPU for swapped KV (vLLM swap_space)").at_least(0);
+  t.add("inference.serving.router", K::choice, "round_robin", "how requests are spread over replicas")
+      .choices(names(kRouterNames));
+  t.add("inference.weights.dtype", K::choice, "bf16", "weight format").choices(names(kWeightDtypeNames));
+  t.add("inference.weights.group_size", K::integer, "128", "quantisation group (awq_int4)").at_least(1);
+  t.add("inference.kv_cache.dtype", K::choice, "bf16", "KV element type before compression").choices(names(kKvDtypeNames));
+  t.add("inference.kv_cache.memory", K::bytes, none, "explicit KV pool per GPU instead of the engine's rule").above(0);
+  t.add("inference.kv_cache.compression.method", K::choice, "none", "KV compression").choices(names(kKvCompressionNames));
+  t.add("inference.kv_cache.compression.bits", K::integer, none, "kivi: 2 or 4").derived("2").at_least(1).at_most(8);
+  t.add("inference.kv_cache.compression.group_size", K::integer, "32", "quantisation group (kivi, int8/4/2)").at_least(1);
+  t.add("inference.kv_cache.compression.residual", K::integer, "128", "kivi: recent tokens kept in full precision").at_least(0);
+  t.add("inference.kv_cache.compression.heavy_ratio", K::number, "0.1", "h2o: heavy hitters, fraction of the prompt")
+      .at_least(0).at_most(1);
+  t.add("inference.kv_cache.compression.recent_ratio", K::number, "0.1", "h2o: recent tokens, fraction of the prompt")
+      .at_least(0).at_most(1);
+  t.add("inference.kv_cache.compression.sinks", K::integer, "4", "streaming: attention-sink tokens").at_least(0);
+  t.add("inference.kv_cache.compression.window", K::integer, none, "streaming: recent window; snapkv/pyramidkv: observation window")
+      .at_least(1).derived("streaming 1020, snapkv/pyramidkv 32");
+  t.add("inference.kv_cache.compression.budget", K::integer, "2048", "snapkv/pyramidkv/entropy: tokens kept per head")
+      .at_least(1);
+  t.add("inference.kv_cache.compression.pooling_kernel", K::integer, "7", "snapkv/pyramidkv: score pooling width").at_least(1);
+  t.add("inference.kv_cache.compression.beta", K::number, "20", "pyramidkv: budget ratio, shallowest to deepest").above(1);
+  t.add("inference.tiers.host_memory", K::bytes, none, "host DRAM per node for spilled KV").above(0);
+  t.add("inference.tiers.nvme", K::bytes, none, "NVMe per node for spilled KV").above(0);
+  t.add("inference.tiers.policy", K::choice, "lru", "which KV leaves a tier first").choices(names(kTierPolicyNames));
+  t.add("inference.workload.arrival", K::choice, "poisson", "arrival process").choices(names(kArrivalNames));
+  t.add("inference.workload.rate", K::rate, none, "mean arrival rate (open-loop arrivals)").above(0);
+  t.add("inference.workload.cv", K::number, "2", "gamma: coefficient of variation of inter-arrival times").above(0);
+  t.add("inference.workload.concurrency", K::integer, none, "closed_loop: requests in flight").at_least(1);
+  t.add("inference.workload.requests", K::integer, "1000", "requests to simulate").at_least(1);
+  declare_length(t, "inference.workload.prompt_tokens", "prompt");
+  declare_length(t, "inference.workload.output_tokens", "output");
+  t.add("inference.workload.trace", K::path, none, "CSV trace; replaces arrival, rate, requests and lengths");
+  t.add("inference.workload.shared_prefix.groups", K::integer, "0", "groups of requests sharing a prefix").at_least(0);
+  t.add("inference.workload.shared_prefix.tokens", K::integer, "0", "length of each shared prefix").at_least(0);
+  t.add("inference.slo.ttft_p99", K::duration, none, "target p99 time to first token").above(0);
+  t.add("inference.slo.tpot_p99", K::duration, none, "target p99 time per output token").above(0);
+  t.add("inference.slo.e2e_p99", K::duration, none, "target p99 end-to-end latency").above(0);
+}
+
+std::vector<ParamSpec> build_schema() {
+  Table t;
+  declare_top(t);
+  declare_cluster(t);
+  declare_model(t);
+  declare_training(t);
+  declare_inference(t);
+  return t.take();
+}
+
+std::string parent_of(std::string_view path) {
+  auto dot = path.rfind('.');
+  return dot == std::string_view::npos ? std::string() : std::string(path.substr(0, dot));
+}
+
+std::string leaf_of(std::string_view path) {
+  auto dot = path.rfind('.');
+  return std::string(dot == std::string_view::npos ? path : path.substr(dot + 1));
+}
+
+std::string describe_default(const ParamSpec& p) {
+  if (p.default_value) return p.default_value->empty() ? "\"\"" : *p.default_value;
+  if (!p.default_note.empty()) return p.default_note;
+  return p.path == "name" ? "required" : "none";
+}
+
+std::string describe_type(const ParamSpec& p) {
+  std::string out(kind_name(p.kind));
+  if (!p.choices.empty()) {
+    out += ": ";
+    for (std::size_t i = 0; i < p.choices.size(); ++i) out += (i ? " | " : "") + p.choices[i];
+  }
+  if (p.min || p.max) {
+    std::ostringstream range;
+    if (p.min) range << (p.min_exclusive ? " > " : " >= ") << *p.min;
+    if (p.max) range << (p.min ? "," : "") << " <= " << *p.max;
+    out += range.str();
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string_view kind_name(ValueKind kind) {
+  switch (kind) {
+    case ValueKind::integer: return "integer";
+    case ValueKind::number: return "number";
+    case ValueKind::boolean: return "boolean";
+    case ValueKind::text: return "text";
+    case ValueKind::choice: return "choice";
+    case ValueKind::choice_list: return "list of";
+    case ValueKind::bytes: return "size (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)";
+    case ValueKind::bandwidth: return "bandwidth (GB/s, TB/s, GiB/s, Gbps)";
+    case ValueKind::duration: return "duration (ns, us, ms, s, min, h)";
+    case ValueKind::flops_rate: return "compute rate (GFLOPS, TFLOPS, PFLOPS)";
+    case ValueKind::rate: return "rate (N/s, N/min, N/h)";
+    case ValueKind::path: return "path";
+    case ValueKind::preset: return "catalog name";
+  }
+  return "?";
+}
+
+const std::vector<ParamSpec>& schema_params() {
+  static const std::vector<ParamSpec> params = build_schema();
+  return params;
+}
+
+const ParamSpec* find_param(std::string_view path) {
+  static const std::map<std::string, const ParamSpec*, std::less<>> index = [] {
+    std::map<std::string, const ParamSpec*, std::less<>> m;
+    for (const auto& p : schema_params()) m[p.path] = &p;
+    return m;
+  }();
+  auto it = index.find(path);
+  return it == index.end() ? nullptr : it->second;
+}
+
+bool is_section(std::string_view path) {
+  if (path.empty()) return true;
+  std::string prefix = std::string(path) + ".";
+  return std::any_of(schema_params().begin(), schema_params().end(),
+                     [&](const ParamSpec& p) { return p.path.rfind(prefix, 0) == 0; });
+}
+
+std::vector<std::string> section_keys(std::string_view section) {
+  std::vector<std::string> keys;
+  std::string prefix = section.empty() ? "" : std::string(section) + ".";
+  for (const auto& p : schema_params()) {
+    if (p.path.rfind(prefix, 0) != 0) continue;
+    std::string rest = p.path.substr(prefix.size());
+    std::string key = rest.substr(0, rest.find('.'));
+    if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
+  }
+  return keys;
+}
+
+std::optional<std::string> scalar_shorthand_key(std::string_view section) {
+  if (section == "cluster.gpu" || section == "model") return "preset";
+  if (section == "inference.workload.prompt_tokens" || section == "inference.workload.output_tokens") return "value";
+  return std::nullopt;
+}
+
+std::string schema_markdown() {
+  std::ostringstream out;
+  out << "# Scenario reference\n\n"
+      << "Generated by `memtwin schema --markdown`; a test keeps this file in sync with the code.\n"
+      << "Values with units are strings with a suffix (`80GiB`, `450GB/s`, `2us`, `989TFLOPS`,\n"
+      << "`400Gbps`, `10/s`); plain numbers are counts. A scenario has `cluster`, `model` and exactly\n"
+      << "one of `training` or `inference`. Unknown keys are errors.\n";
+  std::string current_section = "\x01";
+  for (const auto& p : schema_params()) {
+    std::string section = parent_of(p.path);
+    if (section != current_section) {
+      current_section = section;
+      out << "\n## " << (section.empty() ? "top level" : "`" + section + "`") << "\n\n"
+          << "| key | type | default | description |\n|---|---|---|---|\n";
+    }
+    out << "| `" << leaf_of(p.path) << "` | " << describe_type(p) << " | " << describe_default(p) << " | "
+        << p.doc << " |\n";
+  }
+  return out.str();
+}
+
+std::string schema_text() {
+  std::ostringstream out;
+  for (const auto& p : schema_params()) {
+    out << p.path << "  (" << describe_type(p) << "; default: " << describe_default(p) << ")\n    "
+        << p.doc << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace memtwin

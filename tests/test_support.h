@@ -1,0 +1,23 @@
+#pragma once
+// Helpers shared by the tests: paths into the source tree and running the memtwin binary.
+#include <string>
+#include <vector>
+
+namespace memtwin::test {
+
+/// Absolute path of a file in the source tree ("scenarios/quickstart.yaml").
+std::string source_path(const std::string& relative);
+
+/// Every file with the extension under a source-tree folder, sorted.
+std::vector<std::string> files_under(const std::string& relative_dir, const std::string& extension);
+
+struct ProcessResult {
+  int exit_code = -1;
+  std::string out;  ///< stdout
+  std::string err;  ///< stderr
+};
+
+/// Runs the memtwin binary with `args` (shell-quoted here) and captures its output.
+ProcessResult run_memtwin(const std::vector<std::string>& args);
+
+}  // namespace memtwin::test

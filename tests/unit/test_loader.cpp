@@ -1,0 +1,124 @@
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "models/model_facts.h"
+#include "models/scenario_loader.h"
+#include "tests/test_support.h"
+
+using namespace memtwin;
+
+namespace {
+std::vector<std::string> example_scenarios() {
+  std::vector<std::string> out;
+  for (const auto& f : test::files_under("scenarios", ".yaml")) {
+    if (f.find("/presets/") == std::string::npos) out.push_back(f);
+  }
+  return out;
+}
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  auto path = std::filesystem::temp_directory_path() / name;
+  std::ofstream(path) << text;
+  return path.string();
+}
+}  // namespace
+
+TEST_CASE("every scenario under scenarios/ loads", "[unit]") {
+  auto files = example_scenarios();
+  REQUIRE_FALSE(files.empty());
+  for (const auto& f : files) {
+    INFO(f);
+    CHECK_NOTHROW(load_scenario_file(f));
+  }
+}
+
+TEST_CASE("presets fill the scenario and derived defaults follow the hardware", "[unit]") {
+  LoadedScenario l = load_scenario_file(test::source_path("scenarios/quickstart.yaml"));
+  const Cluster& c = l.scenario.cluster;
+  CHECK(c.gpu.name == "h100-sxm");
+  CHECK(c.gpu.memory.count() == 81559LL * 1024 * 1024);
+  CHECK(c.gpu.flops.at(Precision::bf16).value() == Approx(989e12));
+  CHECK(c.intra_node.fabric == Fabric::nvswitch);
+  CHECK(c.intra_node.bandwidth.value() == Approx(450e9));  // the GPU's NVLink, per direction
+  CHECK(c.inter_node.nics_per_node == 8);                  // one NIC per GPU by default
+  CHECK(c.host.pcie_bandwidth.value() == Approx(64e9));    // the GPU's PCIe Gen5
+  REQUIRE(l.scenario.training);
+  CHECK(l.scenario.training->sharding.strategy == ShardingStrategy::fsdp);
+  CHECK(l.scenario.model.layers == 32);
+}
+
+TEST_CASE("a preset can be partly overridden, also from the command line", "[unit]") {
+  LoadedScenario l = load_scenario_file(test::source_path("scenarios/quickstart.yaml"),
+                                        {"cluster.gpu.memory=96GiB", "training.micro_batch=1", "cluster.nodes=2"});
+  CHECK(l.scenario.cluster.gpu.memory.count() == 96LL << 30);
+  CHECK(l.scenario.cluster.gpu.hbm_bandwidth.value() == Approx(3.35e12));  // the rest of the preset stays
+  CHECK(l.scenario.training->micro_batch == 1);
+  CHECK(l.scenario.cluster.total_gpus() == 16);
+  LoadedScenario swapped = load_scenario_file(test::source_path("scenarios/quickstart.yaml"), {"cluster.gpu=a100-80gb"});
+  CHECK(swapped.scenario.cluster.gpu.name == "a100-80gb");
+  CHECK(swapped.scenario.cluster.intra_node.bandwidth.value() == Approx(300e9));
+}
+
+TEST_CASE("errors in --set overrides name the override", "[unit]") {
+  try {
+    load_scenario_file(test::source_path("scenarios/quickstart.yaml"), {"training.micro_batch=-2"});
+    FAIL("expected an error");
+  } catch (const ScenarioError& e) {
+    CHECK(e.where().file == "--set training.micro_batch=-2");
+    CHECK(e.key() == "training.micro_batch");
+    CHECK_THAT(e.message(), Catch::Contains("at least 1"));
+  }
+  CHECK_THROWS_WITH(load_scenario_file(test::source_path("scenarios/quickstart.yaml"), {"training.seq_len"}),
+                    Catch::Contains("expected KEY=VALUE"));
+}
+
+TEST_CASE("the resolved scenario is itself a scenario that resolves to the same thing", "[unit]") {
+  for (const auto& f : example_scenarios()) {
+    INFO(f);
+    LoadedScenario first = load_scenario_file(f);
+    // JSON is YAML: feed the echo back through the loader.
+    LoadedScenario second = load_scenario_text(first.resolved.dump(), "<resolved>", std::filesystem::path(f).parent_path());
+    CHECK(second.resolved == first.resolved);
+  }
+}
+
+TEST_CASE("a HuggingFace config.json gives the same model as the catalog", "[unit]") {
+  const std::string llama = R"({
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_act": "silu",
+    "hidden_size": 4096, "intermediate_size": 14336, "max_position_embeddings": 8192,
+    "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+    "rms_norm_eps": 1e-05, "rope_theta": 500000.0, "tie_word_embeddings": false,
+    "torch_dtype": "bfloat16", "vocab_size": 128256, "bos_token_id": 128000, "eos_token_id": 128001})";
+  std::string config = write_temp("memtwin-llama3-config.json", llama);
+  std::string scenario = "name: hf\ncluster: {gpu: h100-sxm}\nmodel: {hf_config: " + config +
+                         "}\ntraining: {micro_batch: 1}\n";
+  LoadedScenario from_hf = load_scenario_text(scenario, "<test>", "");
+  ModelSpec catalog = catalog_model("llama-3-8b");
+  CHECK(count_parameters(from_hf.scenario.model).total == count_parameters(catalog).total);
+  CHECK(from_hf.scenario.model.kv_heads == 8);
+
+  const std::string opt = R"({"model_type": "opt", "activation_function": "relu", "hidden_size": 5120,
+    "ffn_dim": 20480, "num_attention_heads": 40, "num_hidden_layers": 40, "vocab_size": 50272,
+    "max_position_embeddings": 2048, "word_embed_proj_dim": 5120, "do_layer_norm_before": true})";
+  std::string opt_config = write_temp("memtwin-opt-config.json", opt);
+  LoadedScenario from_opt = load_scenario_text(
+      "name: hf\ncluster: {gpu: h100-sxm}\nmodel: {hf_config: " + opt_config + "}\ntraining: {micro_batch: 1}\n",
+      "<test>", "");
+  CHECK(count_parameters(from_opt.scenario.model).total == count_parameters(catalog_model("opt-13b")).total);
+  CHECK(from_opt.scenario.model.tied_embeddings);
+}
+
+TEST_CASE("a bare parameter count is a model-states-only model", "[unit]") {
+  LoadedScenario l = load_scenario_text(
+      "name: p\ncluster: {gpu: a100-80gb}\nmodel: {parameters: 7.5e9}\ntraining: {micro_batch: 1}\n", "<test>", "");
+  CHECK_FALSE(l.scenario.model.architecture_known);
+  CHECK(count_parameters(l.scenario.model).total == Approx(7.5e9));
+}
+
+TEST_CASE("loading is deterministic", "[unit]") {
+  auto a = load_scenario_file(test::source_path("scenarios/quickstart.yaml"));
+  auto b = load_scenario_file(test::source_path("scenarios/quickstart.yaml"));
+  CHECK(a.resolved.dump() == b.resolved.dump());
+}
