@@ -52,6 +52,15 @@ struct NvmeSpec {
   Seconds latency;
 };
 
+/// Device memory outside the model's tensors (the `runtime` and `fragmentation` of a breakdown).
+struct RuntimeOverheads {
+  Bytes cuda_context;        ///< context, kernel images, cuBLAS workspace
+  Bytes nccl_buffers;        ///< per communicator
+  Bytes framework_overhead;  ///< framework's own allocations
+  Bytes cuda_graph_pool;     ///< serving: captured CUDA graphs
+  double allocator_waste = 0.1;  ///< reserved / allocated - 1 on transient tensors
+};
+
 struct Cluster {
   int nodes = 1;
   int gpus_per_node = 1;
@@ -60,6 +69,7 @@ struct Cluster {
   InterNodeFabric inter_node;
   HostSpec host;
   std::optional<NvmeSpec> nvme;
+  RuntimeOverheads runtime;
   std::optional<std::string> calibration;  ///< path to a calibration YAML
   std::optional<double> price_per_gpu_hour;
   [[nodiscard]] int total_gpus() const { return nodes * gpus_per_node; }
@@ -86,6 +96,7 @@ struct ModelSpec {
   BiasKind bias = BiasKind::none;
   PositionEmbedding position = PositionEmbedding::rope;
   int max_position_embeddings = 0;
+  bool dropout = false;  ///< training stores dropout masks
   std::string source;
 };
 

@@ -99,6 +99,17 @@ void declare_cluster(Table& t) {
   t.add("cluster.nvme.write_bandwidth", K::bandwidth, "5GB/s", "per node (PCIe Gen4 SSD)").above(0);
   t.add("cluster.nvme.latency", K::duration, "80us", "per request").at_least(0);
 
+  t.add("cluster.runtime.cuda_context", K::bytes, "512MiB",
+        "device memory the CUDA context, kernel images and cuBLAS workspaces take per GPU before any tensor").at_least(0);
+  t.add("cluster.runtime.nccl_buffers", K::bytes, "512MiB",
+        "device memory NCCL takes per GPU for each communicator (channel buffers, NVLS)").at_least(0);
+  t.add("cluster.runtime.framework_overhead", K::bytes, "256MiB",
+        "framework allocations outside the model (RNG state, streams, small caches)").at_least(0);
+  t.add("cluster.runtime.cuda_graph_pool", K::bytes, "512MiB",
+        "serving: memory CUDA graphs of the decode batch sizes take (vLLM logs 0.3-1 GiB)").at_least(0);
+  t.add("cluster.runtime.allocator_waste", K::number, "0.1",
+        "caching-allocator waste on transient tensors: reserved / allocated - 1 (PyTorch: 0.05-0.15)")
+      .at_least(0).at_most(1);
   t.add("cluster.calibration", K::path, none, "calibration table written by `memtwin calibrate`");
   t.add("cluster.price_per_gpu_hour", K::number, none, "USD per GPU-hour for planning").at_least(0)
       .derived("the GPU preset's price");
@@ -124,6 +135,7 @@ void declare_model(Table& t) {
   t.add("model.bias", K::choice, "none", "which linear layers carry biases").choices(names(kBiasNames));
   t.add("model.position_embedding", K::choice, "rope", "position encoding").choices(names(kPositionNames));
   t.add("model.max_position_embeddings", K::integer, none, "longest context the model was trained for").at_least(1);
+  t.add("model.dropout", K::boolean, "false", "dropout during training (stores 1-byte masks, as in GPT-3 and OPT)");
   t.add("model.source", K::text, "", "where the architecture comes from");
 }
 

@@ -1,5 +1,6 @@
 #include "apps/memtwin/text_report.h"
 
+#include <cmath>
 #include <iomanip>
 #include <ostream>
 #include <sstream>
@@ -13,19 +14,23 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-std::string format_value(const std::string& key, const nlohmann::ordered_json& v) {
+// The unit is in the key's suffix, or in its section's ("breakdown_bytes.parameters").
+std::string format_value(const std::string& path, const std::string& key, const nlohmann::ordered_json& v) {
   if (v.is_boolean()) return v.get<bool>() ? "yes" : "no";
   if (v.is_string()) return v.get<std::string>();
   if (!v.is_number()) return v.dump();
   const double x = v.get<double>();
-  if (ends_with(key, "_bytes") || key == "bytes_per_token" || ends_with(key, "bytes_per_token_16bit")) {
-    return human_bytes(Bytes(static_cast<std::int64_t>(x)));
+  if (ends_with(key, "_bytes") || path.find("_bytes.") != std::string::npos ||
+      path.find("bytes_per_gpu.") != std::string::npos || ends_with(key, "bytes_per_token") ||
+      ends_with(key, "bytes_per_token_uncompressed") || ends_with(key, "bytes_per_token_16bit") || key == "bytes") {
+    return human_bytes(Bytes(static_cast<std::int64_t>(std::llround(x))));
   }
   if (ends_with(key, "_s")) return human_duration(Seconds(x));
   if (ends_with(key, "flops_per_token") || key == "parameters" || ends_with(key, "_parameters") ||
-      ends_with(key, "parameters_per_layer")) {
+      ends_with(key, "parameters_per_layer") || ends_with(key, "_per_gpu")) {
     return human_count(x);
   }
+  if (v.is_number_integer()) return std::to_string(v.get<long long>());
   std::ostringstream s;
   s << std::setprecision(6) << x;
   return s.str();
@@ -39,7 +44,7 @@ void print_section(std::ostream& out, const std::string& prefix, const nlohmann:
     } else if (value.is_array()) {
       continue;  // per-item arrays belong in --json or the output files
     } else {
-      out << "  " << std::left << std::setw(46) << path << format_value(key, value) << "\n";
+      out << "  " << std::left << std::setw(46) << path << format_value(path, key, value) << "\n";
     }
   }
 }

@@ -1,6 +1,8 @@
 #include "models/analytic/analytic_backend.h"
 
+#include "models/analytic/memory_report.h"
 #include "models/analytic/model_report.h"
+#include "models/memory/communication.h"
 
 namespace memtwin {
 namespace {
@@ -13,6 +15,21 @@ class AnalyticBackend final : public Backend {
     RunResult result;
     result.backend = name();
     result.metrics["model"] = model_report(scenario);
+    if (scenario.training) {
+      const TrainingMemory memory = training_memory(scenario);
+      add_training_memory(result.metrics, result.notes, scenario, memory);
+      result.fits = memory.fits();
+      const DataParallelTraffic traffic = data_parallel_traffic(scenario);
+      result.metrics["communication"]["bytes_per_gpu"] = {{"all_gather", traffic.all_gather_bytes},
+                                                          {"reduce_scatter", traffic.reduce_scatter_bytes},
+                                                          {"all_reduce", traffic.all_reduce_bytes},
+                                                          {"total", traffic.total()},
+                                                          {"cross_host", traffic.cross_host_bytes}};
+    } else {
+      const ServingMemory memory = serving_memory(scenario);
+      add_serving_memory(result.metrics, result.notes, scenario, memory);
+      result.fits = memory.fits;
+    }
     return result;
   }
 };

@@ -62,6 +62,11 @@ Cluster build_cluster(const ParamValues& v) {
     nvme.latency = v.duration("cluster.nvme.latency");
     c.nvme = nvme;
   }
+  c.runtime.cuda_context = v.bytes("cluster.runtime.cuda_context");
+  c.runtime.nccl_buffers = v.bytes("cluster.runtime.nccl_buffers");
+  c.runtime.framework_overhead = v.bytes("cluster.runtime.framework_overhead");
+  c.runtime.cuda_graph_pool = v.bytes("cluster.runtime.cuda_graph_pool");
+  c.runtime.allocator_waste = v.number("cluster.runtime.allocator_waste");
   if (v.given("cluster.calibration")) c.calibration = v.text("cluster.calibration");
   if (v.given("cluster.price_per_gpu_hour")) {
     c.price_per_gpu_hour = v.number("cluster.price_per_gpu_hour");

@@ -62,6 +62,7 @@ ModelSpec build_model(const ParamValues& v) {
     v.fail("model.experts_per_token", std::to_string(m.experts_per_token) + " is more than the " +
                                           std::to_string(m.experts) + " experts per layer");
   }
+  m.dropout = v.flag("model.dropout");
   m.norm = v.choice("model.norm", kNormNames);
   m.bias = v.choice("model.bias", kBiasNames);
   m.position = v.choice("model.position_embedding", kPositionNames);

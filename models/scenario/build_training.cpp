@@ -40,10 +40,12 @@ Parallelism build_parallelism(const ParamValues& v, const Cluster& cluster, cons
       v.fail("training.parallelism.tensor", "tensor parallel " + str(p.tensor) + " can neither split nor replicate " +
                                                 str(model.kv_heads) + " key/value heads");
     }
+    // Uneven splits are allowed (Megatron and Llama 3 trim the first and last stages); the
+    // memory model takes the heaviest stage. Fewer layers than chunks cannot work.
     const int chunks = p.pipeline * p.interleave;
-    if (model.layers % chunks != 0) {
-      v.fail("training.parallelism.pipeline", str(model.layers) + " layers cannot be split into " + str(chunks) +
-                                                  " equal pipeline chunks (pipeline x interleave)");
+    if (model.layers < chunks) {
+      v.fail("training.parallelism.pipeline", str(model.layers) + " layers cannot fill " + str(chunks) +
+                                                  " pipeline chunks (pipeline x interleave)");
     }
     if (p.expert > 1) {
       if (model.experts == 1) v.fail("training.parallelism.expert", "the model has no experts (a dense model)");

@@ -62,7 +62,7 @@ ParamValues::ParamValues(const ScenarioTree& tree) : base_dir_(tree.base_dir) {
 void ParamValues::walk(const YAML::Node& node, const std::string& section, const ScenarioTree& tree) {
   std::set<std::string> seen;
   for (auto it = node.begin(); it != node.end(); ++it) {
-    const YAML::Node& key_node = it->first;
+    const YAML::Node key_node = it->first;  // a copy: the iterator hands out a temporary
     SourceLocation key_where = tree.locate(section, key_node.Mark());
     if (!key_node.IsScalar()) {
       throw ScenarioError(key_where, section, "keys must be plain names, not " + node_type_name(key_node));
@@ -71,7 +71,7 @@ void ParamValues::walk(const YAML::Node& node, const std::string& section, const
     const std::string path = section.empty() ? key : section + "." + key;
     key_where = tree.locate(path, key_node.Mark());
     if (!seen.insert(key).second) throw ScenarioError(key_where, path, "duplicate key");
-    const YAML::Node& value = it->second;
+    const YAML::Node value = it->second;
     SourceLocation value_where = tree.locate(path, value.Mark().line >= 0 ? value.Mark() : key_node.Mark());
 
     if (const ParamSpec* spec = find_param(path)) {

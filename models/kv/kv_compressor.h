@@ -1,0 +1,47 @@
+#pragma once
+// KV-cache compressors as size models: how many bytes a sequence's K and V take on one GPU under
+// each method. The hardware kernels of the same name must produce exactly these byte counts (a
+// test compares them), and the serving simulator asks the same object how a batch grows.
+//
+// Conventions shared by all methods: per layer and KV head, K and V vectors of head_dim elements;
+// quantisation constants (scale and zero point) are fp16; token counts are per sequence.
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "models/scenario.h"
+#include "models/units.h"
+
+namespace memtwin {
+
+/// The KV layout one GPU holds: its layers (pipeline stage) and KV heads (tensor rank).
+struct KvShape {
+  int layers = 0;
+  int kv_heads = 0;
+  int head_dim = 0;
+  double element_bytes = 2;  ///< bytes per uncompressed element (bf16/fp16: 2, fp8: 1)
+  /// Bytes of one uncompressed token: 2 (K and V) x layers x kv_heads x head_dim x element_bytes.
+  [[nodiscard]] double token_bytes() const { return 2.0 * layers * kv_heads * head_dim * element_bytes; }
+};
+
+class KvCompressor {
+ public:
+  virtual ~KvCompressor() = default;
+  [[nodiscard]] virtual std::string name() const = 0;
+  /// Bytes the sequence holds after `prompt` prompt tokens and `generated` generated ones,
+  /// including quantisation constants, full-precision windows and score buffers.
+  [[nodiscard]] virtual double sequence_bytes(std::int64_t prompt, std::int64_t generated) const = 0;
+  /// Bytes needed while the prompt is prefilled (methods that select after prefill need it whole).
+  [[nodiscard]] virtual double prefill_bytes(std::int64_t prompt) const { return sequence_bytes(prompt, 0); }
+  /// Tokens whose K/V stay cached (eviction methods keep fewer than they saw).
+  [[nodiscard]] virtual std::int64_t kept_tokens(std::int64_t prompt, std::int64_t generated) const {
+    return prompt + generated;
+  }
+  /// Bytes per cached token in steady state: the unit of paged-block capacity.
+  [[nodiscard]] virtual double bytes_per_stored_token() const = 0;
+};
+
+/// The compressor the scenario names, for this GPU's share of the cache.
+std::unique_ptr<KvCompressor> make_kv_compressor(const CompressionSpec& spec, const KvShape& shape);
+
+}  // namespace memtwin

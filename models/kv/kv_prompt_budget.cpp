@@ -1,0 +1,40 @@
+#include <algorithm>
+#include <numeric>
+
+#include "models/kv/kv_methods.h"
+
+namespace memtwin {
+
+PromptBudgetKv::PromptBudgetKv(std::string name, const KvShape& shape, std::vector<double> layer_budgets)
+    : name_(std::move(name)), shape_(shape), budgets_(std::move(layer_budgets)) {}
+
+double PromptBudgetKv::sequence_bytes(std::int64_t prompt, std::int64_t generated) const {
+  const double per_layer_token = shape_.token_bytes() / shape_.layers;
+  double bytes = 0;
+  for (double b : budgets_) bytes += (std::min<double>(prompt, b) + static_cast<double>(generated)) * per_layer_token;
+  return bytes;
+}
+
+double PromptBudgetKv::prefill_bytes(std::int64_t prompt) const {
+  return static_cast<double>(prompt) * shape_.token_bytes();  // selection needs the whole prompt once
+}
+
+std::int64_t PromptBudgetKv::kept_tokens(std::int64_t prompt, std::int64_t generated) const {
+  double kept = 0;
+  for (double b : budgets_) kept += std::min<double>(prompt, b);
+  return static_cast<std::int64_t>(kept / budgets_.size()) + generated;  // mean over layers
+}
+
+std::vector<double> pyramid_budgets(int layers, int budget, int window, double beta) {
+  const double selected = budget - window;
+  const double min = selected / beta;
+  const double max = 2 * selected - min;
+  std::vector<double> out(layers);
+  for (int l = 0; l < layers; ++l) {
+    const double frac = layers > 1 ? static_cast<double>(l) / (layers - 1) : 0.0;
+    out[l] = window + max - (max - min) * frac;
+  }
+  return out;
+}
+
+}  // namespace memtwin
