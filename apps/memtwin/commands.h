@@ -1,6 +1,7 @@
 #pragma once
 // The memtwin subcommands. Each takes its own arguments (after the subcommand name) and returns
 // the process exit code: 0 ok, 2 bad input, 3 the scenario does not fit in memory, 1 internal error.
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@ int cmd_check(const Args& args);
 int cmd_schema(const Args& args);
 int cmd_models(const Args& args);
 int cmd_gpus(const Args& args);
+int cmd_fit(const Args& args);
 
 /// Thrown for a malformed command line; main prints it with the subcommand's usage and exits 2.
 struct UsageError : std::runtime_error {

@@ -235,18 +235,30 @@ void ParamValues::convert(const YAML::Node& value, const ParamSpec& spec, Source
 }
 
 void ParamValues::fill_defaults() {
-  for (const auto& spec : schema_params()) {
-    if (values_.count(spec.path) || !spec.default_value || optional_section_absent(spec.path, sections_)) continue;
-    if (spec.kind == ValueKind::text) {
-      ParamValue v;
-      v.spec = &spec;
-      v.text = *spec.default_value;
-      v.where = where(spec.path);
-      values_[spec.path] = v;
-    } else {
-      convert(YAML::Load(*spec.default_value), spec, where(spec.path));
+  // Defaults are converted once per process: sweeps load thousands of scenarios.
+  static const std::map<std::string, ParamValue> converted = [] {
+    std::map<std::string, ParamValue> out;
+    ParamValues scratch;
+    for (const auto& spec : schema_params()) {
+      if (!spec.default_value) continue;
+      if (spec.kind == ValueKind::text) {
+        ParamValue v;
+        v.spec = &spec;
+        v.text = *spec.default_value;
+        out[spec.path] = v;
+      } else {
+        scratch.convert(YAML::Load(*spec.default_value), spec, {"<schema default>"});
+        out[spec.path] = scratch.values_[spec.path];
+      }
     }
-    values_[spec.path].from_default = true;
+    return out;
+  }();
+  for (const auto& [path, value] : converted) {
+    if (values_.count(path) || optional_section_absent(path, sections_)) continue;
+    ParamValue v = value;
+    v.where = where(path);
+    v.from_default = true;
+    values_[path] = v;
   }
 }
 

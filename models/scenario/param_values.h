@@ -68,6 +68,7 @@ class ParamValues {
   [[nodiscard]] const std::string& base_dir() const { return base_dir_; }
 
  private:
+  ParamValues() = default;  // for converting schema defaults
   void walk(const YAML::Node& node, const std::string& section, const ScenarioTree& tree);
   void convert(const YAML::Node& value, const ParamSpec& spec, SourceLocation where);
   void fill_defaults();

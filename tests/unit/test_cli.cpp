@@ -85,3 +85,36 @@ TEST_CASE("catalog listings name every entry", "[unit]") {
   CHECK(gpus.exit_code == 0);
   for (const char* name : {"a100-40gb", "h100-sxm", "h200", "l40s", "rtx-4090"}) CHECK_THAT(gpus.out, Catch::Contains(name));
 }
+
+TEST_CASE("a scenario that does not fit exits 3, names the largest consumers and a fix", "[unit]") {
+  auto r = run_memtwin({"run", source_path("scenarios/training/llama2-70b-zero2-offload-64xh100.yaml")});
+  CHECK(r.exit_code == 3);
+  CHECK_THAT(r.out, Catch::Contains("does not fit") && Catch::Contains("largest: parameters"));
+  CHECK_THAT(r.out, Catch::Contains("try training.sharding={strategy: zero, stage: 3}"));
+  auto json = run_memtwin({"run", source_path("scenarios/training/llama2-70b-zero2-offload-64xh100.yaml"), "--json"});
+  CHECK(json.exit_code == 3);
+  auto doc = nlohmann::json::parse(json.out);
+  CHECK(doc["memory"]["gpu"]["fits"] == false);
+  CHECK(doc["memory"]["host"]["peak_bytes"].get<long long>() > 0);  // the optimizer went to the host
+}
+
+TEST_CASE("the output contract's keys are present for training and serving", "[unit]") {
+  auto t = nlohmann::json::parse(run_memtwin({"run", source_path("scenarios/quickstart.yaml"), "--json"}).out);
+  for (const char* k : {"peak_bytes", "capacity_bytes", "fits", "model_states_bytes"}) CHECK(t["memory"]["gpu"].contains(k));
+  for (const char* k : {"parameters", "gradients", "optimizer_states", "activations", "buffers", "runtime", "fragmentation"}) {
+    CHECK(t["memory"]["gpu"]["breakdown_bytes"].contains(k));
+  }
+  CHECK(t["memory"]["host"].contains("peak_bytes"));
+  CHECK(t["memory"]["nvme"].contains("bytes"));
+  auto s = nlohmann::json::parse(
+      run_memtwin({"run", source_path("scenarios/serving/llama3-8b-h100-kivi4-kv.yaml"), "--json"}).out);
+  CHECK(s["workload"] == "inference");
+  CHECK(s["model"].contains("parameters"));
+  CHECK(s["memory"]["gpu"].contains("weights_bytes"));
+  CHECK(s["memory"]["gpu"].contains("peak_bytes"));
+  CHECK(s["memory"]["gpu"]["fits"] == true);
+  for (const char* k : {"bytes_per_token", "bytes_per_token_uncompressed", "memory_bytes", "capacity_tokens", "capacity_blocks"}) {
+    CHECK(s["kv_cache"].contains(k));
+  }
+  CHECK(s["kv_cache"]["bytes_per_token"].get<double>() < s["kv_cache"]["bytes_per_token_uncompressed"].get<double>());
+}
