@@ -28,9 +28,14 @@ YAML::Node parse_yaml(std::string_view text, const std::string& file) {
   }
 }
 
+// A catalog split into its top-level entries once per process. An entry is parsed afresh for each
+// scenario that uses it: linking nodes of one document into another merges their memory, so a
+// shared parsed catalog would grow with every scenario loaded. Each entry's text is preceded by as
+// many newlines as it had lines before it, so its marks still point at the right catalog line.
 struct Catalog {
-  std::string file;  // the name shown in messages
-  YAML::Node root;
+  std::string file;                                ///< the name shown in messages
+  std::vector<std::string> names;                  ///< in file order
+  std::map<std::string, std::string> entry_texts;  ///< name -> "<newlines>name:\n  key: ..."
 };
 
 const Catalog& catalog(std::string_view name) {
@@ -39,8 +44,24 @@ const Catalog& catalog(std::string_view name) {
   if (it != cache.end()) return it->second;
   auto text = embedded_file(name);
   if (!text) throw std::logic_error("catalog not embedded: " + std::string(name));
-  std::string shown = "scenarios/" + std::string(name);
-  Catalog c{shown, parse_yaml(*text, shown)};
+  Catalog c;
+  c.file = "scenarios/" + std::string(name);
+  const YAML::Node whole = parse_yaml(*text, c.file);  // validates the file and gives the order
+  std::vector<std::string> lines;
+  std::stringstream ss{std::string(*text)};
+  for (std::string line; std::getline(ss, line);) lines.push_back(line);
+  for (auto entry = whole.begin(); entry != whole.end(); ++entry) {
+    const std::string key = entry->first.Scalar();
+    const int first = entry->first.Mark().line;
+    int last = first + 1;
+    while (last < static_cast<int>(lines.size()) && (lines[last].empty() || lines[last][0] == ' ' || lines[last][0] == '#')) {
+      ++last;
+    }
+    std::string body(static_cast<std::size_t>(first), '\n');
+    for (int l = first; l < last; ++l) body += lines[l] + "\n";
+    c.names.push_back(key);
+    c.entry_texts[key] = body;
+  }
   return cache.emplace(std::string(name), std::move(c)).first->second;
 }
 
@@ -129,8 +150,12 @@ void expand_presets(ScenarioTree& tree, const std::string& section, std::string_
   YAML::Node name_node = node["preset"];
   std::string name = name_node.IsScalar() ? name_node.Scalar() : "";
   const Catalog& cat = catalog(catalog_file);
-  const YAML::Node& entries = cat.root;
-  YAML::Node entry = name.empty() ? YAML::Node() : entries[name];
+  auto text = cat.entry_texts.find(name);
+  YAML::Node entry;
+  if (text != cat.entry_texts.end()) {
+    const YAML::Node parsed = parse_yaml(text->second, cat.file);
+    entry = parsed[name];
+  }
   if (!entry.IsDefined() || !entry.IsMap()) {
     std::string msg = "unknown " + std::string(section == "model" ? "model" : "GPU") + " '" + name + "'";
     msg += did_you_mean(name, catalog_names(catalog_file));
@@ -190,10 +215,7 @@ ScenarioTree build_scenario_tree(std::string_view text, const std::string& file,
 }
 
 std::vector<std::string> catalog_names(std::string_view catalog_file) {
-  std::vector<std::string> names;
-  const Catalog& cat = catalog(catalog_file);
-  for (auto it = cat.root.begin(); it != cat.root.end(); ++it) names.push_back(it->first.as<std::string>());
-  return names;
+  return catalog(catalog_file).names;
 }
 
 }  // namespace memtwin
