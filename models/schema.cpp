@@ -99,10 +99,12 @@ void declare_cluster(Table& t) {
   t.add("cluster.nvme.write_bandwidth", K::bandwidth, "5GB/s", "per node (PCIe Gen4 SSD)").above(0);
   t.add("cluster.nvme.latency", K::duration, "80us", "per request").at_least(0);
 
-  t.add("cluster.runtime.cuda_context", K::bytes, "512MiB",
-        "device memory the CUDA context, kernel images and cuBLAS workspaces take per GPU before any tensor").at_least(0);
-  t.add("cluster.runtime.nccl_buffers", K::bytes, "512MiB",
-        "device memory NCCL takes per GPU for each communicator (channel buffers, NVLS)").at_least(0);
+  t.add("cluster.runtime.cuda_context", K::bytes, "595MiB",
+        "device memory the CUDA context, kernel images and cuBLAS take per GPU before any tensor (measured: H200, CUDA 13)")
+      .at_least(0);
+  t.add("cluster.runtime.nccl_buffers", K::bytes, "578MiB",
+        "device memory NCCL takes per GPU for each communicator (measured: one-rank communicator, H200, CUDA 13)")
+      .at_least(0);
   t.add("cluster.runtime.framework_overhead", K::bytes, "256MiB",
         "framework allocations outside the model (RNG state, streams, small caches)").at_least(0);
   t.add("cluster.runtime.cuda_graph_pool", K::bytes, "512MiB",

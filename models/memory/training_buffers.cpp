@@ -52,11 +52,16 @@ Bytes training_buffers(const Scenario& s, const RankShare& share) {
   const double element = t.precision == Precision::fp32 ? 4 : 2;
   double bytes = 0;
   switch (t.sharding.strategy) {
-    case ShardingStrategy::ddp:
+    case ShardingStrategy::ddp: {
       // PyTorch DDP's buckets hold a copy of every gradient (gradient_as_bucket_view=False);
       // Megatron's contiguous main_grad buffer is the gradient itself; ideal counts nothing.
-      if (t.framework == Framework::fsdp || t.framework == Framework::deepspeed) bytes += share.trainable * element;
+      // One GPU has no data-parallel wrapper and so no buckets.
+      const int dp = s.cluster.total_gpus() / (t.parallelism.tensor * t.parallelism.pipeline);
+      if (dp > 1 && (t.framework == Framework::fsdp || t.framework == Framework::deepspeed)) {
+        bytes += share.trainable * element;
+      }
       break;
+    }
     case ShardingStrategy::zero:
       if (t.framework == Framework::deepspeed) {
         bytes += deepspeed_buffers(t, share);
