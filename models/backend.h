@@ -3,12 +3,19 @@
 // (SimGrid, in sim/), `hw` (real devices, in hw/). The CLI picks one by name from an explicit
 // registry it builds itself, so no static self-registration is needed.
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include "models/result.h"
 #include "models/scenario.h"
 
 namespace memtwin {
+
+/// A backend cannot run this scenario (a capability it does not have yet, or a scenario without
+/// what it needs). The CLI reports it as bad input (exit 2), naming the alternative.
+struct Unsupported : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 class Backend {
  public:

@@ -3,6 +3,7 @@
 // (`"schema": "memtwin.result/1"`) that `memtwin run --json` prints and analysis/ reads.
 // Field names follow the output contracts in the issues ("memory.gpu.peak_bytes", ...): values in
 // base units, the unit in the key's suffix (_bytes, _s, _per_s, _flops).
+#include <map>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,7 @@ struct RunResult {
   nlohmann::ordered_json metrics = nlohmann::ordered_json::object();  ///< "model", "memory", ...
   bool fits = true;                 ///< false: the scenario runs out of memory (exit code 3)
   std::vector<std::string> notes;   ///< remarks for people: what was not modelled, hints to fit
+  std::map<std::string, std::string> files;  ///< extra outputs for `--out DIR`: name -> content
 };
 
 /// The full result document: schema, scenario, backend, workload, input (the resolved scenario),

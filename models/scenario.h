@@ -61,6 +61,14 @@ struct RuntimeOverheads {
   double allocator_waste = 0.1;  ///< reserved / allocated - 1 on transient tensors
 };
 
+/// Achieved fractions of peak, per op class: the roofline's calibration (a table from
+/// `memtwin calibrate` replaces them later).
+struct Efficiency {
+  double gemm = 0.81;
+  double attention = 0.6;
+  double memory = 0.89;
+};
+
 struct Cluster {
   int nodes = 1;
   int gpus_per_node = 1;
@@ -70,6 +78,7 @@ struct Cluster {
   HostSpec host;
   std::optional<NvmeSpec> nvme;
   RuntimeOverheads runtime;
+  Efficiency efficiency;
   std::optional<std::string> calibration;  ///< path to a calibration YAML
   std::optional<double> price_per_gpu_hour;
   [[nodiscard]] int total_gpus() const { return nodes * gpus_per_node; }

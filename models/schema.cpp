@@ -112,6 +112,13 @@ void declare_cluster(Table& t) {
   t.add("cluster.runtime.allocator_waste", K::number, "0.1",
         "caching-allocator waste on transient tensors: reserved / allocated - 1 (PyTorch: 0.05-0.15)")
       .at_least(0).at_most(1);
+  t.add("cluster.efficiency.gemm", K::number, "0.81",
+        "achieved fraction of peak FLOP/s on large GEMMs (measured: cuBLAS bf16 on an H200)").above(0).at_most(1);
+  t.add("cluster.efficiency.attention", K::number, "0.6",
+        "achieved fraction of peak FLOP/s in fused attention (FlashAttention-2 class)").above(0).at_most(1);
+  t.add("cluster.efficiency.memory", K::number, "0.89",
+        "achieved fraction of peak HBM bandwidth in memory-bound kernels (measured: device copy on an H200)")
+      .above(0).at_most(1);
   t.add("cluster.calibration", K::path, none, "calibration table written by `memtwin calibrate`");
   t.add("cluster.price_per_gpu_hour", K::number, none, "USD per GPU-hour for planning").at_least(0)
       .derived("the GPU preset's price");

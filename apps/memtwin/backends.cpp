@@ -2,15 +2,17 @@
 
 #include "apps/memtwin/commands.h"
 #include "models/analytic/analytic_backend.h"
+#include "sim/sim_backend.h"
 
 namespace memtwin::cli {
 
-std::vector<std::string> backend_names() { return {"analytic"}; }
+std::vector<std::string> backend_names() { return {"analytic", "sim"}; }
 
 std::string default_backend() { return "analytic"; }
 
 std::unique_ptr<Backend> make_backend(const std::string& name) {
   if (name == "analytic") return make_analytic_backend();
+  if (name == "sim") return make_sim_backend();
   std::string known;
   for (const auto& n : backend_names()) known += (known.empty() ? "" : ", ") + n;
   throw UsageError("unknown backend '" + name + "'; available: " + known);

@@ -58,6 +58,11 @@ int cmd_run(const Args& args) {
     std::ofstream file(dir / "result.json");
     file << doc.dump(2) << "\n";
     if (!file) throw std::runtime_error("cannot write " + (dir / "result.json").string());
+    for (const auto& [name, content] : result.files) {
+      std::ofstream extra(dir / name);
+      extra << content;
+      if (!extra) throw std::runtime_error("cannot write " + (dir / name).string());
+    }
   }
   if ((*vm)["json"].as<bool>()) {
     std::cout << doc.dump(2) << "\n";

@@ -6,6 +6,7 @@
 #include <boost/program_options/errors.hpp>
 
 #include "apps/memtwin/commands.h"
+#include "models/backend.h"
 #include "models/scenario/scenario_error.h"
 
 namespace {
@@ -57,6 +58,9 @@ int main(int argc, char** argv) {
     return it->second.run(rest);
   } catch (const memtwin::ScenarioError& e) {
     std::cerr << e.what() << "\n";
+    return memtwin::cli::kBadInput;
+  } catch (const memtwin::Unsupported& e) {
+    std::cerr << "memtwin " << all[0] << ": " << e.what() << "\n";
     return memtwin::cli::kBadInput;
   } catch (const memtwin::cli::UsageError& e) {
     std::cerr << "memtwin " << all[0] << ": " << e.what() << "\n(see `memtwin " << all[0] << " --help`)\n";

@@ -25,6 +25,7 @@ std::string format_value(const std::string& path, const std::string& key, const 
       ends_with(key, "bytes_per_token_uncompressed") || ends_with(key, "bytes_per_token_16bit") || key == "bytes") {
     return human_bytes(Bytes(static_cast<std::int64_t>(std::llround(x))));
   }
+  if (ends_with(key, "_per_s")) return human_count(x) + "/s";
   if (ends_with(key, "_s")) return human_duration(Seconds(x));
   if (ends_with(key, "flops_per_token") || key == "parameters" || ends_with(key, "_parameters") ||
       ends_with(key, "parameters_per_layer") || ends_with(key, "_per_gpu")) {

@@ -67,6 +67,9 @@ Cluster build_cluster(const ParamValues& v) {
   c.runtime.framework_overhead = v.bytes("cluster.runtime.framework_overhead");
   c.runtime.cuda_graph_pool = v.bytes("cluster.runtime.cuda_graph_pool");
   c.runtime.allocator_waste = v.number("cluster.runtime.allocator_waste");
+  c.efficiency.gemm = v.number("cluster.efficiency.gemm");
+  c.efficiency.attention = v.number("cluster.efficiency.attention");
+  c.efficiency.memory = v.number("cluster.efficiency.memory");
   if (v.given("cluster.calibration")) c.calibration = v.text("cluster.calibration");
   if (v.given("cluster.price_per_gpu_hour")) {
     c.price_per_gpu_hour = v.number("cluster.price_per_gpu_hour");

@@ -1,0 +1,71 @@
+#include "models/plan/plan.h"
+
+#include <cstdio>
+
+namespace memtwin {
+
+const char* stream_name(Stream s) {
+  switch (s) {
+    case Stream::compute: return "compute";
+    case Stream::comm: return "comm";
+    case Stream::copy: return "copy";
+  }
+  return "?";
+}
+
+const char* collective_name(Collective c) {
+  switch (c) {
+    case Collective::all_gather: return "all_gather";
+    case Collective::reduce_scatter: return "reduce_scatter";
+    case Collective::all_reduce: return "all_reduce";
+  }
+  return "?";
+}
+
+namespace {
+struct Fnv {
+  std::uint64_t h = 1469598103934665603ULL;
+  void add(const void* data, std::size_t n) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (std::size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ULL;
+  }
+  void add(const std::string& s) { add(s.data(), s.size() + 1); }
+  void add(double d) {
+    char buf[32];
+    int n = std::snprintf(buf, sizeof buf, "%.17g", d);
+    add(buf, static_cast<std::size_t>(n));
+  }
+  void add(std::int64_t v) { add(&v, sizeof v); }
+};
+}  // namespace
+
+std::uint64_t Plan::hash() const {
+  Fnv f;
+  for (const auto& p : programs) {
+    f.add(p.name);
+    for (const auto& op : p.ops) {
+      f.add(static_cast<std::int64_t>(op.kind));
+      f.add(static_cast<std::int64_t>(op.stream));
+      f.add(op.name);
+      for (auto d : op.deps) f.add(static_cast<std::int64_t>(d));
+      f.add(static_cast<std::int64_t>(op.compute_class));
+      f.add(op.flops);
+      f.add(op.bytes);
+      f.add(static_cast<std::int64_t>(op.collective));
+      f.add(op.role);
+      f.add(op.bytes_total);
+      f.add(op.tensor);
+      f.add(op.size.count());
+    }
+  }
+  for (int p : program_of_rank) f.add(static_cast<std::int64_t>(p));
+  for (const auto& [role, gs] : groups) {
+    f.add(role);
+    for (const auto& g : gs)
+      for (int r : g) f.add(static_cast<std::int64_t>(r));
+  }
+  f.add(persistent_bytes.count());
+  return f.h;
+}
+
+}  // namespace memtwin

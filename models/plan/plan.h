@@ -1,0 +1,69 @@
+#pragma once
+// The Plan: the backend-neutral op graph both the simulator and the hardware backend execute, so
+// that their results are comparable by construction (compare ASTRA-sim's Chakra traces).
+//
+// Every rank runs a Program: ops in issue order, each on one stream (compute, communication,
+// copy), each waiting for its dependencies (indices of earlier ops of the same rank) before it
+// starts. Streams run their ops in order, concurrently with each other. Collectives name a
+// communicator role ("dp", "tp"); the plan maps each rank's roles to concrete groups, so data-parallel
+// ranks share one program. Memory is explicit: alloc and free ops carry tensor names and bytes, so
+// a backend's accounting allocator sees every byte the memory model counts.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "models/units.h"
+
+namespace memtwin {
+
+enum class Stream { compute, comm, copy };
+enum class OpKind { compute, collective, alloc, free, copy };
+enum class ComputeClass { gemm, attention, elementwise, cpu_optimizer };
+enum class Collective { all_gather, reduce_scatter, all_reduce };
+enum class CopyDirection { device_to_host, host_to_device };
+
+const char* stream_name(Stream s);
+const char* collective_name(Collective c);
+
+struct Op {
+  OpKind kind = OpKind::compute;
+  Stream stream = Stream::compute;
+  std::string name;                 ///< for traces: "fwd.block3", "ag.block3", ...
+  std::vector<std::uint32_t> deps;  ///< earlier ops of this rank that must finish first
+  // compute
+  ComputeClass compute_class = ComputeClass::gemm;
+  double flops = 0;                 ///< floating-point operations (cpu_optimizer: parameters to update)
+  double bytes = 0;                 ///< device-memory traffic, for the roofline
+  // collective: `bytes_total` is the full buffer (the gathered output of an all-gather, the input of
+  // a reduce-scatter, the buffer of an all-reduce), as nccl-tests counts it.
+  Collective collective = Collective::all_reduce;
+  std::string role;                 ///< communicator role, e.g. "dp", "tp"
+  double bytes_total = 0;
+  // alloc / free: a named device tensor
+  std::string tensor;
+  Bytes size;
+  // copy over PCIe
+  CopyDirection direction = CopyDirection::device_to_host;
+};
+
+/// One program shared by every rank of a kind (all data-parallel ranks of a stage, say).
+struct Program {
+  std::string name;
+  std::vector<Op> ops;
+};
+
+struct Plan {
+  std::vector<Program> programs;
+  std::vector<int> program_of_rank;                           ///< rank -> programs index
+  std::map<std::string, std::vector<std::vector<int>>> groups; ///< role -> its groups of ranks
+  std::vector<std::map<std::string, int>> group_of_rank;      ///< rank -> role -> index into groups[role]
+  Bytes persistent_bytes;  ///< model states and runtime every rank holds before the first op
+  std::string description;
+
+  [[nodiscard]] int ranks() const { return static_cast<int>(program_of_rank.size()); }
+  /// A stable hash of everything a backend executes (FNV-1a over a canonical text form).
+  [[nodiscard]] std::uint64_t hash() const;
+};
+
+}  // namespace memtwin

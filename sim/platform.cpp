@@ -1,0 +1,63 @@
+#include "sim/platform.h"
+
+#include <string>
+
+namespace memtwin::sim {
+
+namespace sg4 = simgrid::s4u;
+using Dir = sg4::LinkInRoute::Direction;
+
+Platform build_platform(const Cluster& c) {
+  Platform p;
+  auto* fabric = sg4::create_star_zone("fabric");
+  const double uplink_bw = c.inter_node.nics_per_node * c.inter_node.nic_bandwidth.value() / c.inter_node.oversubscription;
+  for (int n = 0; n < c.nodes; ++n) {
+    const std::string node = "node" + std::to_string(n);
+    auto* zone = sg4::create_full_zone(node);
+    zone->set_parent(fabric);
+    auto* gateway = zone->create_router(node + ".gw");
+    auto* cpu = zone->create_host(node + ".cpu", 1e9);
+    p.cpus.push_back(cpu);
+    std::vector<sg4::SplitDuplexLink*> nics;
+    for (int k = 0; k < c.inter_node.nics_per_node; ++k) {
+      auto* nic = zone->create_split_duplex_link(node + ".nic" + std::to_string(k), c.inter_node.nic_bandwidth.value());
+      nic->set_latency(c.inter_node.latency.value() / 2);
+      nics.push_back(nic);
+    }
+    std::vector<sg4::Host*> gpus;
+    std::vector<sg4::SplitDuplexLink*> intra, pcie;
+    for (int g = 0; g < c.gpus_per_node; ++g) {
+      const std::string name = node + ".gpu" + std::to_string(g);
+      gpus.push_back(zone->create_host(name, 1e9));
+      auto* l = zone->create_split_duplex_link(name + ".intra", c.intra_node.bandwidth.value());
+      l->set_latency(c.intra_node.latency.value() / 2);
+      intra.push_back(l);
+      auto* pl = zone->create_split_duplex_link(name + ".pcie", c.host.pcie_bandwidth.value());
+      pl->set_latency(1e-6);
+      pcie.push_back(pl);
+      p.gpus.push_back(gpus.back());
+      p.node_of_gpu.push_back(n);
+    }
+    for (int i = 0; i < c.gpus_per_node; ++i) {
+      for (int j = 0; j < c.gpus_per_node; ++j) {
+        if (i == j) continue;
+        zone->add_route(gpus[i]->get_netpoint(), gpus[j]->get_netpoint(), nullptr, nullptr,
+                        {{intra[i], Dir::UP}, {intra[j], Dir::DOWN}}, false);
+      }
+      zone->add_route(gpus[i]->get_netpoint(), cpu->get_netpoint(), nullptr, nullptr, {{pcie[i], Dir::UP}}, false);
+      zone->add_route(cpu->get_netpoint(), gpus[i]->get_netpoint(), nullptr, nullptr, {{pcie[i], Dir::DOWN}}, false);
+      auto* nic = nics[i % nics.size()];
+      zone->add_route(gpus[i]->get_netpoint(), gateway, nullptr, nullptr, {{nic, Dir::UP}}, false);
+      zone->add_route(gateway, gpus[i]->get_netpoint(), nullptr, nullptr, {{nic, Dir::DOWN}}, false);
+    }
+    zone->seal();
+    auto* uplink = fabric->create_split_duplex_link(node + ".uplink", uplink_bw);
+    uplink->set_latency(c.inter_node.latency.value() / 2);
+    fabric->add_route(zone->get_netpoint(), nullptr, gateway, nullptr, {{uplink, Dir::UP}}, false);
+    fabric->add_route(nullptr, zone->get_netpoint(), nullptr, gateway, {{uplink, Dir::DOWN}}, false);
+  }
+  fabric->seal();
+  return p;
+}
+
+}  // namespace memtwin::sim

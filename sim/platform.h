@@ -1,0 +1,30 @@
+#pragma once
+// The SimGrid platform of a cluster: one host per GPU, one per node for its CPUs and DRAM.
+//
+//   node zone (full routing)                      fabric (star routing)
+//   gpu_i --intra_i--+--intra_j-- gpu_j            node0 gw --uplink0--+
+//   gpu_i --pcie_i--- cpu_n                        node1 gw --uplink1--+-- core
+//   gpu_i --nic_k---- gw_n  (k = i mod NICs)       ...
+//
+// Every link is split-duplex (independent up and down directions). intra_i carries NVLink/NVSwitch
+// (or PCIe peer) traffic at the per-GPU bandwidth; nic_k is one NIC; uplink_n is the node's share
+// of the fabric: NICs x NIC bandwidth / oversubscription. Flows sharing a link share its bandwidth
+// (SimGrid's max-min model), which is what makes contention visible.
+#include <vector>
+
+#include <simgrid/s4u.hpp>
+
+#include "models/scenario.h"
+
+namespace memtwin::sim {
+
+struct Platform {
+  std::vector<simgrid::s4u::Host*> gpus;  ///< by global rank
+  std::vector<simgrid::s4u::Host*> cpus;  ///< by node
+  std::vector<int> node_of_gpu;
+};
+
+/// Builds the platform into the current engine's root. Call once, before Engine::run().
+Platform build_platform(const Cluster& cluster);
+
+}  // namespace memtwin::sim

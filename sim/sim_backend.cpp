@@ -1,0 +1,101 @@
+#include "sim/sim_backend.h"
+
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "models/analytic/memory_report.h"
+#include "models/analytic/model_report.h"
+#include "models/memory/training_memory.h"
+#include "models/plan/training_plan.h"
+#include "models/unit_parse.h"
+#include "sim/step_simulation.h"
+#include "sim/trace_writer.h"
+
+namespace memtwin {
+namespace {
+
+std::string hex(std::uint64_t v) {
+  char buf[20];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+class SimBackend final : public Backend {
+ public:
+  std::string name() const override { return "sim"; }
+  std::string summary() const override { return "SimGrid discrete-event simulation of one training step"; }
+
+  RunResult run(const Scenario& s) override {
+    if (!s.training) throw Unsupported("the sim backend simulates training steps; serving simulation is not built yet (use --backend analytic)");
+    const Plan plan = build_training_plan(s);
+    const sim::StepSimulation step = sim::simulate_step(s, plan);
+    RunResult r;
+    r.backend = name();
+    r.metrics["model"] = model_report(s);
+
+    // Memory from the timeline, with the analytic host/NVMe side and allocator waste.
+    TrainingMemory m = training_memory(s);
+    const auto category = [&](const char* c) {
+      auto it = step.breakdown_at_peak.find(c);
+      return Bytes(it == step.breakdown_at_peak.end() ? 0 : it->second);
+    };
+    m.parameters = category("parameters");
+    m.gradients = category("gradients");
+    m.optimizer_states = category("optimizer_states");
+    m.activations = category("activations");
+    m.buffers = category("buffers");
+    m.runtime = category("runtime");
+    m.fragmentation = Bytes(static_cast<std::int64_t>(
+        std::ceil(s.cluster.runtime.allocator_waste * (m.activations + m.buffers).as_double())));
+    m.peak = Bytes(step.peak_bytes) + m.fragmentation;
+    m.gpu_fits = m.peak <= m.capacity && !step.oom;
+    add_training_memory(r.metrics, r.notes, s, m);
+    r.fits = m.fits();
+    if (step.oom) {
+      const auto& o = *step.oom;
+      r.metrics["memory"]["gpu"]["out_of_memory"] = {{"rank", o.rank}, {"op", o.op}, {"tensor", o.tensor},
+                                                     {"requested_bytes", o.requested}, {"in_use_bytes", o.in_use},
+                                                     {"capacity_bytes", o.capacity}, {"at_s", o.at_s}};
+      r.notes.push_back("would run out of memory at " + o.op + ": " + o.tensor + " needs " +
+                        human_bytes(Bytes(o.requested)) + " with " + human_bytes(Bytes(o.in_use)) + " of " +
+                        human_bytes(Bytes(o.capacity)) + " in use");
+    }
+
+    const Training& t = *s.training;
+    const double tokens = static_cast<double>(t.global_batch) * t.seq_len;
+    const double model_flops = model_flops_per_gpu_step(s);
+    const auto& peak = s.cluster.gpu.flops.count(t.precision) ? s.cluster.gpu.flops.at(t.precision)
+                                                               : s.cluster.gpu.flops.begin()->second;
+    nlohmann::ordered_json time;
+    time["step_s"] = step.step_s;
+    time["tokens_per_s"] = tokens / step.step_s;
+    time["tflops_per_gpu"] = model_flops / step.step_s / 1e12;
+    time["mfu"] = model_flops / step.step_s / peak.value();
+    time["compute_s"] = step.compute_busy_s;
+    time["exposed_comm_s"] = std::max(0.0, step.step_s - step.compute_busy_s);
+    time["comm_busy_s"] = step.comm_busy_s;
+    r.metrics["time"] = time;
+    double total = 0;
+    for (const auto& [kind, bytes] : step.comm_bytes_per_gpu) {
+      r.metrics["communication"]["bytes_per_gpu"][kind] = bytes;
+      total += bytes;
+    }
+    r.metrics["communication"]["bytes_per_gpu"]["total"] = total;
+    r.metrics["simulated"] = {{"ranks", plan.ranks()},
+                              {"fidelity", "full"},
+                              {"flows", step.flows},
+                              {"activities", step.activities},
+                              {"plan_hash", hex(plan.hash())},
+                              {"plan", plan.description}};
+    r.files["trace.json"] = sim::perfetto_trace(step);
+    r.files["timeline.csv"] = sim::timeline_csv(step);
+    return r;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_sim_backend() { return std::make_unique<SimBackend>(); }
+
+}  // namespace memtwin

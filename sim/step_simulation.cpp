@@ -1,0 +1,219 @@
+#include "sim/step_simulation.h"
+
+#include <algorithm>
+#include <memory>
+
+#include <simgrid/s4u.hpp>
+#include <xbt/log.h>
+
+#include "sim/collectives.h"
+#include "sim/platform.h"
+
+namespace memtwin::sim {
+
+namespace sg4 = simgrid::s4u;
+
+std::string tensor_category(const std::string& tensor) {
+  for (const char* persistent : {"runtime", "parameters", "gradients", "optimizer_states"}) {
+    if (tensor == persistent) return persistent;
+  }
+  if (tensor.find(".activations") != std::string::npos || tensor.find("logits") != std::string::npos) {
+    return "activations";
+  }
+  return "buffers";  // gathered parameters, buckets
+}
+
+namespace {
+
+struct RankState {
+  std::vector<char> done;
+  sg4::MutexPtr mutex = sg4::Mutex::create();
+  sg4::ConditionVariablePtr cv = sg4::ConditionVariable::create();
+  std::int64_t in_use = 0;
+  std::map<std::string, std::int64_t> by_category;
+};
+
+struct Rendezvous {
+  int arrived = 0;
+  bool finished = false;
+  sg4::MutexPtr mutex = sg4::Mutex::create();
+  sg4::ConditionVariablePtr cv = sg4::ConditionVariable::create();
+};
+
+class Simulation {
+ public:
+  Simulation(const Scenario& s, const Plan& plan, int trace_ranks)
+      : s_(s), plan_(plan), trace_ranks_(trace_ranks), platform_(build_platform(s.cluster)) {
+    ranks_.resize(plan.ranks());
+    for (auto& r : ranks_) r.done.assign(plan.programs[0].ops.size(), 0);
+    for (const auto& program : plan.programs) {
+      std::map<Stream, std::vector<std::uint32_t>> streams;
+      for (std::uint32_t i = 0; i < program.ops.size(); ++i) streams[program.ops[i].stream].push_back(i);
+      stream_ops_.push_back(streams);
+    }
+    const Training& t = *s.training;
+    peak_flops_ = s.cluster.gpu.flops.count(t.precision) ? s.cluster.gpu.flops.at(t.precision).value()
+                                                          : s.cluster.gpu.flops.begin()->second.value();
+  }
+
+  void start_actors() {
+    for (int r = 0; r < plan_.ranks(); ++r) {
+      const auto& streams = stream_ops_[plan_.program_of_rank[r]];
+      for (const auto& [stream, ops] : streams) {
+        sg4::Actor::create("rank" + std::to_string(r) + "." + stream_name(stream), platform_.gpus[r],
+                           [this, r, stream, &ops] { run_stream(r, stream, ops); });
+      }
+    }
+  }
+
+  StepSimulation result() {
+    result_.step_s = sg4::Engine::get_clock();
+    return std::move(result_);
+  }
+
+ private:
+  void run_stream(int rank, Stream stream, const std::vector<std::uint32_t>& ops) {
+    const Program& program = plan_.programs[plan_.program_of_rank[rank]];
+    RankState& state = ranks_[rank];
+    for (std::uint32_t index : ops) {
+      const Op& op = program.ops[index];
+      {
+        std::unique_lock<sg4::Mutex> lock(*state.mutex);
+        auto ready = [&] {
+          return std::all_of(op.deps.begin(), op.deps.end(), [&](std::uint32_t d) { return state.done[d] != 0; });
+        };
+        while (!ready()) state.cv->wait(lock);
+      }
+      const double start = sg4::Engine::get_clock();
+      execute(rank, index, op);
+      const double end = sg4::Engine::get_clock();
+      if (rank == 0 && end > start) {
+        if (stream == Stream::compute) result_.compute_busy_s += end - start;
+        if (stream == Stream::comm) result_.comm_busy_s += end - start;
+      }
+      if (rank < trace_ranks_ && (op.kind != OpKind::alloc && op.kind != OpKind::free)) {
+        result_.events.push_back({rank, stream, op.name, start, end});
+      }
+      {
+        std::unique_lock<sg4::Mutex> lock(*state.mutex);
+        state.done[index] = 1;
+        state.cv->notify_all();
+      }
+      ++result_.activities;
+    }
+  }
+
+  void execute(int rank, std::uint32_t index, const Op& op) {
+    switch (op.kind) {
+      case OpKind::compute: sg4::this_actor::sleep_for(compute_time(op)); break;
+      case OpKind::alloc: account(rank, op, op.size.count()); break;
+      case OpKind::free: account(rank, op, -op.size.count()); break;
+      case OpKind::copy: {
+        const int node = platform_.node_of_gpu[rank];
+        auto* gpu = platform_.gpus[rank];
+        auto* cpu = platform_.cpus[node];
+        if (op.direction == CopyDirection::device_to_host) {
+          sg4::Comm::sendto(gpu, cpu, static_cast<uint64_t>(op.bytes));
+        } else {
+          sg4::Comm::sendto(cpu, gpu, static_cast<uint64_t>(op.bytes));
+        }
+        break;
+      }
+      case OpKind::collective: collective(rank, index, op); break;
+    }
+  }
+
+  double compute_time(const Op& op) const {
+    const Cluster& c = s_.cluster;
+    if (op.compute_class == ComputeClass::cpu_optimizer) {
+      return op.flops / (c.host.cpu_adam_params_per_s / c.gpus_per_node);
+    }
+    const double efficiency = op.compute_class == ComputeClass::gemm        ? c.efficiency.gemm
+                              : op.compute_class == ComputeClass::attention ? c.efficiency.attention
+                                                                            : c.efficiency.gemm;
+    const double math = op.flops / (peak_flops_ * efficiency);
+    const double memory = op.bytes / (c.gpu.hbm_bandwidth.value() * c.efficiency.memory);
+    return std::max(math, memory);
+  }
+
+  void account(int rank, const Op& op, std::int64_t delta) {
+    RankState& state = ranks_[rank];
+    state.in_use += delta;
+    state.by_category[tensor_category(op.tensor)] += delta;
+    const std::int64_t capacity = s_.cluster.gpu.memory.count();
+    if (delta > 0 && state.in_use > capacity && !result_.oom) {
+      result_.oom = OutOfMemory{rank, op.name, op.tensor, delta, state.in_use - delta, capacity, sg4::Engine::get_clock()};
+    }
+    if (rank == 0) {
+      result_.memory_timeline.emplace_back(sg4::Engine::get_clock(), state.in_use);
+      if (state.in_use > result_.peak_bytes) {
+        result_.peak_bytes = state.in_use;
+        result_.breakdown_at_peak = state.by_category;
+      }
+    }
+  }
+
+  void collective(int rank, std::uint32_t index, const Op& op) {
+    const int group_index = plan_.group_of_rank[rank].at(op.role);
+    const std::vector<int>& group = plan_.groups.at(op.role)[group_index];
+    if (group.size() < 2) return;
+    auto key = std::make_tuple(index, op.role, group_index);
+    auto it = rendezvous_.find(key);
+    if (it == rendezvous_.end()) {
+      // Creating SimGrid synchronisation objects is a simcall: other actors may run meanwhile and
+      // create the same rendezvous, so look again before inserting.
+      auto fresh = std::make_unique<Rendezvous>();
+      it = rendezvous_.find(key);
+      if (it == rendezvous_.end()) it = rendezvous_.emplace(key, std::move(fresh)).first;
+    }
+    Rendezvous& rv = *it->second;
+    bool launcher = false;
+    {
+      std::unique_lock<sg4::Mutex> lock(*rv.mutex);
+      launcher = ++rv.arrived == static_cast<int>(group.size());
+    }
+    const CollectivePlan cp = plan_collective(op.collective, group, op.bytes_total, platform_, s_.cluster);
+    if (rank == 0) result_.comm_bytes_per_gpu[collective_name(op.collective)] += cp.bytes_per_rank;
+    if (launcher) {
+      result_.flows += static_cast<long>(cp.flows.size());
+      run_collective(cp, platform_);
+      std::unique_lock<sg4::Mutex> lock(*rv.mutex);
+      rv.finished = true;
+      rv.cv->notify_all();
+    } else {
+      std::unique_lock<sg4::Mutex> lock(*rv.mutex);
+      while (!rv.finished) rv.cv->wait(lock);
+    }
+  }
+
+  const Scenario& s_;
+  const Plan& plan_;
+  int trace_ranks_;
+  Platform platform_;
+  double peak_flops_ = 0;
+  std::vector<RankState> ranks_;
+  std::vector<std::map<Stream, std::vector<std::uint32_t>>> stream_ops_;
+  std::map<std::tuple<std::uint32_t, std::string, int>, std::unique_ptr<Rendezvous>> rendezvous_;
+  StepSimulation result_;
+};
+
+}  // namespace
+
+StepSimulation simulate_step(const Scenario& scenario, const Plan& plan, int trace_ranks) {
+  // Quiet, physical network model: plain max-min sharing (CM02) without TCP's window bound or
+  // cross-traffic, so links deliver their nominal bandwidth and the results are ours to calibrate.
+  int argc = 1;
+  char name[] = "memtwin";
+  char* argv[] = {name, nullptr};
+  xbt_log_control_set("root.thres:critical");
+  sg4::Engine engine(&argc, argv);
+  sg4::Engine::set_config("network/model:CM02");
+  sg4::Engine::set_config("network/crosstraffic:0");
+  sg4::Engine::set_config("network/TCP-gamma:0");
+  Simulation sim(scenario, plan, trace_ranks);
+  sim.start_actors();
+  engine.run();
+  return sim.result();
+}
+
+}  // namespace memtwin::sim

@@ -1,0 +1,51 @@
+#pragma once
+// Executes a Plan on the SimGrid platform: one actor per (rank, stream) runs that stream's ops in
+// order, each op waiting for its dependencies; compute takes its roofline time, collectives run
+// as flows (sim/collectives.h), copies cross PCIe, and every alloc/free passes through a per-rank
+// accounting of device memory that records the timeline, the peak and the first out-of-memory.
+// One simulation per process: SimGrid's engine cannot be restarted (ARCHITECTURE.md §5).
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "models/plan/plan.h"
+#include "models/scenario.h"
+
+namespace memtwin::sim {
+
+struct TraceEvent {
+  int rank = 0;
+  Stream stream = Stream::compute;
+  std::string name;
+  double start_s = 0, end_s = 0;
+};
+
+struct OutOfMemory {
+  int rank = 0;
+  std::string op, tensor;
+  std::int64_t requested = 0, in_use = 0, capacity = 0;
+  double at_s = 0;
+};
+
+struct StepSimulation {
+  double step_s = 0;
+  double compute_busy_s = 0;  ///< rank 0: time its compute stream was busy
+  double comm_busy_s = 0;     ///< rank 0: time its communication stream was busy
+  std::map<std::string, double> comm_bytes_per_gpu;  ///< rank 0's sent bytes by collective
+  std::int64_t peak_bytes = 0;                       ///< rank 0's peak of the timeline
+  std::map<std::string, std::int64_t> breakdown_at_peak;  ///< bytes by category at that moment
+  std::vector<std::pair<double, std::int64_t>> memory_timeline;  ///< rank 0: (time, bytes in use)
+  std::vector<TraceEvent> events;                    ///< ranks below `trace_ranks`
+  std::optional<OutOfMemory> oom;
+  long flows = 0;
+  long activities = 0;
+};
+
+StepSimulation simulate_step(const Scenario& scenario, const Plan& plan, int trace_ranks = 8);
+
+/// The category a plan tensor belongs to in the memory breakdown.
+std::string tensor_category(const std::string& tensor);
+
+}  // namespace memtwin::sim

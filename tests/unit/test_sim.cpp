@@ -1,0 +1,168 @@
+// The SimGrid backend, driven as subprocesses (one simulation per process).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "models/memory/communication.h"
+#include "models/memory/training_memory.h"
+#include "models/scenario_loader.h"
+#include "tests/test_support.h"
+
+using namespace memtwin;
+using test::run_memtwin;
+using test::source_path;
+
+namespace {
+
+double probe(const std::string& scenario, const std::string& kind, double bytes, int ranks, int concurrent = 1) {
+  std::string cmd = std::string(MEMTWIN_COLLECTIVE_PROBE) + " " + scenario + " " + kind + " " + std::to_string(bytes) +
+                    " " + std::to_string(ranks) + " " + std::to_string(concurrent);
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  double t = -1;
+  REQUIRE(std::fscanf(p, "%lf", &t) == 1);
+  REQUIRE(pclose(p) == 0);
+  return t;
+}
+
+std::string write_scenario(const std::string& name, const std::string& text) {
+  const std::string path = "/tmp/memtwin-test-" + name + ".yaml";
+  std::ofstream(path) << text;
+  return path;
+}
+
+const std::string kNode = R"(
+name: sim-node
+cluster: {nodes: 1, gpus_per_node: 8, gpu: h100-sxm, intra_node: {bandwidth: 400GB/s, latency: 3us}}
+model: llama-2-7b
+training: {micro_batch: 1, seq_len: 2048, global_batch: 8}
+)";
+
+nlohmann::json sim_run(const std::string& file, const std::vector<std::string>& sets = {}) {
+  std::vector<std::string> args = {"run", file, "--backend", "sim", "--json"};
+  for (const auto& s : sets) {
+    args.push_back("--set");
+    args.push_back(s);
+  }
+  auto r = run_memtwin(args);
+  INFO(r.err);
+  REQUIRE((r.exit_code == 0 || r.exit_code == 3));
+  return nlohmann::json::parse(r.out);
+}
+
+}  // namespace
+
+TEST_CASE("a ring all-reduce on idle links takes the alpha-beta time", "[unit]") {
+  const std::string file = write_scenario("ring", kNode);
+  const double alpha = 3e-6, bw = 400e9;
+  for (int n : {2, 4, 8}) {
+    for (double bytes : {1e6, 256e6}) {
+      INFO("n=" << n << " bytes=" << bytes);
+      const double closed = 2 * (n - 1) * alpha + 2.0 * (n - 1) / n * bytes / bw;
+      CHECK(probe(file, "all_reduce", bytes, n) == Approx(closed).epsilon(1e-6));
+      CHECK(probe(file, "all_gather", bytes, n) == Approx((n - 1) * alpha + (n - 1.0) / n * bytes / bw).epsilon(1e-6));
+    }
+  }
+}
+
+TEST_CASE("collectives sharing links contend", "[unit]") {
+  const std::string file = write_scenario("contend", kNode);
+  const double one = probe(file, "all_reduce", 1e9, 8, 1);
+  const double two = probe(file, "all_reduce", 1e9, 8, 2);
+  // The bandwidth term doubles when two collectives share every link; the latency does not.
+  CHECK(two > 1.9 * one);
+  CHECK(two < 2.0 * one);
+}
+
+TEST_CASE("the same scenario simulates to byte-identical JSON", "[unit]") {
+  auto a = run_memtwin({"run", source_path("scenarios/quickstart.yaml"), "--backend", "sim", "--json"});
+  auto b = run_memtwin({"run", source_path("scenarios/quickstart.yaml"), "--backend", "sim", "--json"});
+  REQUIRE(a.exit_code == 0);
+  CHECK(a.out == b.out);
+}
+
+TEST_CASE("simulated communication volume is 2 Psi for DDP and ZeRO-1/2, 3 Psi for ZeRO-3", "[unit]") {
+  const std::string file = write_scenario("volume", kNode);
+  for (const char* sharding : {"ddp", "zero1", "zero2", "zero3"}) {
+    INFO(sharding);
+    std::vector<std::string> sets;
+    if (std::string(sharding) != "ddp") {
+      sets = {"training.sharding.strategy=zero", std::string("training.sharding.stage=") + sharding[4]};
+    }
+    auto doc = sim_run(file, sets);
+    const Scenario s = load_scenario_file(file, sets).scenario;
+    CHECK(doc["communication"]["bytes_per_gpu"]["total"].get<double>() ==
+          Approx(data_parallel_traffic(s).total()).epsilon(1e-9));
+  }
+}
+
+TEST_CASE("the simulated memory peak agrees with the closed form where both apply", "[unit]") {
+  const std::string file = write_scenario("peak", kNode);
+  for (std::vector<std::string> sets : {std::vector<std::string>{},
+                                        {"training.sharding.strategy=zero", "training.sharding.stage=2"},
+                                        {"training.micro_batch=2", "training.global_batch=16"}}) {
+    auto doc = sim_run(file, sets);
+    const TrainingMemory m = training_memory(load_scenario_file(file, sets).scenario);
+    CHECK(doc["memory"]["gpu"]["peak_bytes"].get<double>() == Approx(m.peak.as_double()).epsilon(0.01));
+  }
+}
+
+TEST_CASE("more bandwidth is never slower; overlapped communication hides", "[unit]") {
+  const std::string two_nodes = write_scenario("mono", R"(
+name: sim-two-nodes
+cluster: {nodes: 2, gpus_per_node: 8, gpu: h100-sxm}
+model: llama-2-7b
+training: {micro_batch: 1, seq_len: 2048, global_batch: 16, sharding: {strategy: zero, stage: 3}}
+)");
+  double previous = 1e30;
+  for (const char* nic : {"25Gbps", "100Gbps", "400Gbps", "1600Gbps"}) {
+    auto doc = sim_run(two_nodes, {std::string("cluster.inter_node.nic_bandwidth=") + nic});
+    const double step = doc["time"]["step_s"];
+    INFO(nic << ": " << step);
+    CHECK(step <= previous);
+    previous = step;
+    CHECK(doc["time"]["exposed_comm_s"].get<double>() >= 0);
+  }
+}
+
+TEST_CASE("a step that runs out of memory names the op, the tensor and the shortfall", "[unit]") {
+  auto r = run_memtwin({"run", source_path("scenarios/quickstart.yaml"), "--backend", "sim", "--json", "--set",
+                        "training.micro_batch=4", "--set", "training.global_batch=32"});
+  CHECK(r.exit_code == 3);
+  auto doc = nlohmann::json::parse(r.out);
+  const auto& oom = doc["memory"]["gpu"]["out_of_memory"];
+  CHECK(oom["tensor"].get<std::string>().find("activations") != std::string::npos);
+  CHECK(oom["requested_bytes"].get<double>() > 0);
+  CHECK(oom["in_use_bytes"].get<double>() + oom["requested_bytes"].get<double>() > oom["capacity_bytes"].get<double>());
+}
+
+TEST_CASE("--out writes the result, a Perfetto trace and the memory timeline", "[unit]") {
+  const std::string dir = "/tmp/memtwin-test-out";
+  auto r = run_memtwin({"run", source_path("scenarios/quickstart.yaml"), "--backend", "sim", "--out", dir});
+  REQUIRE(r.exit_code == 0);
+  std::ifstream trace(dir + "/trace.json");
+  auto doc = nlohmann::json::parse(trace);
+  bool compute = false, comm = false, counter = false;
+  for (const auto& e : doc["traceEvents"]) {
+    if (e.value("cat", "") == "compute") compute = true;
+    if (e.value("cat", "") == "comm") comm = true;
+    if (e.value("ph", "") == "C") counter = true;
+  }
+  CHECK(compute);
+  CHECK(comm);
+  CHECK(counter);
+  std::ifstream csv(dir + "/timeline.csv");
+  std::string header;
+  std::getline(csv, header);
+  CHECK(header == "time_s,rank,bytes_in_use");
+}
+
+TEST_CASE("backends refuse what they cannot run, with exit code 2", "[unit]") {
+  auto r = run_memtwin({"run", source_path("scenarios/serving/llama3-8b-h100-fp16-kv.yaml"), "--backend", "sim"});
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("serving simulation is not built yet"));
+}
