@@ -11,7 +11,7 @@ int steps(Collective kind, int n) { return kind == Collective::all_reduce ? 2 * 
 }  // namespace
 
 CollectivePlan plan_collective(Collective kind, const std::vector<int>& ranks, double bytes_total,
-                               const Platform& platform, const Cluster& cluster) {
+                               const std::vector<int>& node_of_gpu, const Cluster& cluster) {
   CollectivePlan out;
   const int n = static_cast<int>(ranks.size());
   if (n < 2) return out;
@@ -21,7 +21,7 @@ CollectivePlan plan_collective(Collective kind, const std::vector<int>& ranks, d
 
   // Ranks by node, in ring order.
   std::map<int, std::vector<int>> by_node;
-  for (int r : ranks) by_node[platform.node_of_gpu[r]].push_back(r);
+  for (int r : ranks) by_node[node_of_gpu[r]].push_back(r);
   const int nodes = static_cast<int>(by_node.size());
   if (nodes == 1) {
     for (int i = 0; i < n; ++i) out.flows.push_back({ranks[i], ranks[(i + 1) % n], per_rank});

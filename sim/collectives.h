@@ -27,7 +27,7 @@ struct CollectivePlan {
 
 /// The flows of one collective over `ranks` (in ring order) moving a buffer of `bytes_total`.
 CollectivePlan plan_collective(Collective kind, const std::vector<int>& ranks, double bytes_total,
-                               const Platform& platform, const Cluster& cluster);
+                               const std::vector<int>& node_of_gpu, const Cluster& cluster);
 
 /// Runs the flows and waits for all of them, then the ring latency. Call from an actor.
 void run_collective(const CollectivePlan& plan, const Platform& platform);

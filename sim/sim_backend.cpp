@@ -83,7 +83,8 @@ class SimBackend final : public Backend {
     }
     r.metrics["communication"]["bytes_per_gpu"]["total"] = total;
     r.metrics["simulated"] = {{"ranks", plan.ranks()},
-                              {"fidelity", "full"},
+                              {"simulated_ranks", step.simulated_ranks},
+                              {"fidelity", std::string(kFidelityNames.name(s.simulation.fidelity))},
                               {"flows", step.flows},
                               {"activities", step.activities},
                               {"plan_hash", hex(plan.hash())},

@@ -25,10 +25,12 @@ std::string tensor_category(const std::string& tensor) {
 
 namespace {
 
+// Actors are cooperative: between two simcalls nothing else runs, so plain flags are safe, and a
+// waiting actor suspends itself after registering (no wake-up can be lost in between). This costs a
+// simcall only when an actor must really wait, which keeps a million ops per step affordable.
 struct RankState {
   std::vector<char> done;
-  sg4::MutexPtr mutex = sg4::Mutex::create();
-  sg4::ConditionVariablePtr cv = sg4::ConditionVariable::create();
+  std::map<std::uint32_t, std::vector<sg4::ActorPtr>> waiters;  // op -> actors waiting for it
   std::int64_t in_use = 0;
   std::map<std::string, std::int64_t> by_category;
 };
@@ -36,15 +38,15 @@ struct RankState {
 struct Rendezvous {
   int arrived = 0;
   bool finished = false;
-  sg4::MutexPtr mutex = sg4::Mutex::create();
-  sg4::ConditionVariablePtr cv = sg4::ConditionVariable::create();
+  std::vector<sg4::ActorPtr> waiting;
 };
 
 class Simulation {
  public:
-  Simulation(const Scenario& s, const Plan& plan, int trace_ranks)
-      : s_(s), plan_(plan), trace_ranks_(trace_ranks), platform_(build_platform(s.cluster)) {
-    ranks_.resize(plan.ranks());
+  Simulation(const Scenario& s, const Plan& plan, int trace_ranks, int simulated_nodes)
+      : s_(s), plan_(plan), trace_ranks_(trace_ranks), platform_(build_platform(reduced(s.cluster, simulated_nodes))),
+        simulated_ranks_(simulated_nodes * s.cluster.gpus_per_node) {
+    ranks_.resize(simulated_ranks_);
     for (auto& r : ranks_) r.done.assign(plan.programs[0].ops.size(), 0);
     for (const auto& program : plan.programs) {
       std::map<Stream, std::vector<std::uint32_t>> streams;
@@ -56,8 +58,15 @@ class Simulation {
                                                           : s.cluster.gpu.flops.begin()->second.value();
   }
 
+  static Cluster reduced(const Cluster& c, int nodes) {
+    Cluster out = c;
+    out.nodes = nodes;
+    return out;
+  }
+
   void start_actors() {
-    for (int r = 0; r < plan_.ranks(); ++r) {
+    result_.simulated_ranks = simulated_ranks_;
+    for (int r = 0; r < simulated_ranks_; ++r) {
       const auto& streams = stream_ops_[plan_.program_of_rank[r]];
       for (const auto& [stream, ops] : streams) {
         sg4::Actor::create("rank" + std::to_string(r) + "." + stream_name(stream), platform_.gpus[r],
@@ -77,12 +86,11 @@ class Simulation {
     RankState& state = ranks_[rank];
     for (std::uint32_t index : ops) {
       const Op& op = program.ops[index];
-      {
-        std::unique_lock<sg4::Mutex> lock(*state.mutex);
-        auto ready = [&] {
-          return std::all_of(op.deps.begin(), op.deps.end(), [&](std::uint32_t d) { return state.done[d] != 0; });
-        };
-        while (!ready()) state.cv->wait(lock);
+      for (std::uint32_t d : op.deps) {
+        while (!state.done[d]) {
+          state.waiters[d].push_back(sg4::Actor::self());
+          sg4::this_actor::suspend();
+        }
       }
       const double start = sg4::Engine::get_clock();
       execute(rank, index, op);
@@ -94,10 +102,12 @@ class Simulation {
       if (rank < trace_ranks_ && (op.kind != OpKind::alloc && op.kind != OpKind::free)) {
         result_.events.push_back({rank, stream, op.name, start, end});
       }
-      {
-        std::unique_lock<sg4::Mutex> lock(*state.mutex);
-        state.done[index] = 1;
-        state.cv->notify_all();
+      state.done[index] = 1;
+      auto waiting = state.waiters.find(index);
+      if (waiting != state.waiters.end()) {
+        auto actors = std::move(waiting->second);
+        state.waiters.erase(waiting);
+        for (auto& a : actors) a->resume();
       }
       ++result_.activities;
     }
@@ -157,39 +167,62 @@ class Simulation {
     const int group_index = plan_.group_of_rank[rank].at(op.role);
     const std::vector<int>& group = plan_.groups.at(op.role)[group_index];
     if (group.size() < 2) return;
+    const int members = static_cast<int>(std::count_if(group.begin(), group.end(), [&](int r) { return r < simulated_ranks_; }));
     auto key = std::make_tuple(index, op.role, group_index);
-    auto it = rendezvous_.find(key);
-    if (it == rendezvous_.end()) {
-      // Creating SimGrid synchronisation objects is a simcall: other actors may run meanwhile and
-      // create the same rendezvous, so look again before inserting.
-      auto fresh = std::make_unique<Rendezvous>();
-      it = rendezvous_.find(key);
-      if (it == rendezvous_.end()) it = rendezvous_.emplace(key, std::move(fresh)).first;
+    auto& slot = rendezvous_[key];
+    if (!slot) slot = std::make_unique<Rendezvous>();
+    Rendezvous& rv = *slot;
+    const bool launcher = ++rv.arrived == members;
+    if (rank == 0) {
+      const double n = static_cast<double>(group.size());
+      const double factor = op.collective == Collective::all_reduce ? 2.0 : 1.0;
+      result_.comm_bytes_per_gpu[collective_name(op.collective)] += factor * op.bytes_total * (n - 1) / n;
     }
-    Rendezvous& rv = *it->second;
-    bool launcher = false;
-    {
-      std::unique_lock<sg4::Mutex> lock(*rv.mutex);
-      launcher = ++rv.arrived == static_cast<int>(group.size());
-    }
-    const CollectivePlan cp = plan_collective(op.collective, group, op.bytes_total, platform_, s_.cluster);
-    if (rank == 0) result_.comm_bytes_per_gpu[collective_name(op.collective)] += cp.bytes_per_rank;
     if (launcher) {
+      // Only the last rank to arrive builds and runs the flows (O(n) once per collective).
+      CollectivePlan cp = plan_collective(op.collective, group, op.bytes_total, full_node_of_gpu_, s_.cluster);
+      if (simulated_ranks_ < plan_.ranks()) cp = fold_onto_simulated(cp);
       result_.flows += static_cast<long>(cp.flows.size());
       run_collective(cp, platform_);
-      std::unique_lock<sg4::Mutex> lock(*rv.mutex);
       rv.finished = true;
-      rv.cv->notify_all();
+      for (auto& a : rv.waiting) a->resume();
+      rv.waiting.clear();
     } else {
-      std::unique_lock<sg4::Mutex> lock(*rv.mutex);
-      while (!rv.finished) rv.cv->wait(lock);
+      while (!rv.finished) {
+        rv.waiting.push_back(sg4::Actor::self());
+        sg4::this_actor::suspend();
+      }
     }
+  }
+
+  // Fast fidelity: the flows of the simulated nodes, with a flow to an unsimulated node redirected
+  // to the simulated node standing in for it (same rail), so every simulated link carries what it
+  // would in the full cluster.
+  CollectivePlan fold_onto_simulated(const CollectivePlan& full) const {
+    CollectivePlan out;
+    out.latency_s = full.latency_s;
+    out.bytes_per_rank = full.bytes_per_rank;
+    const int per_node = s_.cluster.gpus_per_node;
+    const int nodes = simulated_ranks_ / per_node;
+    for (const Flow& f : full.flows) {
+      if (f.src >= simulated_ranks_) continue;
+      Flow g = f;
+      if (g.dst >= simulated_ranks_) g.dst = ((g.dst / per_node) % nodes) * per_node + g.dst % per_node;
+      if (g.dst != g.src) out.flows.push_back(g);
+    }
+    return out;
   }
 
   const Scenario& s_;
   const Plan& plan_;
   int trace_ranks_;
   Platform platform_;
+  int simulated_ranks_;
+  std::vector<int> full_node_of_gpu_ = [this] {
+    std::vector<int> v(plan_.ranks());
+    for (int r = 0; r < plan_.ranks(); ++r) v[r] = r / s_.cluster.gpus_per_node;
+    return v;
+  }();
   double peak_flops_ = 0;
   std::vector<RankState> ranks_;
   std::vector<std::map<Stream, std::vector<std::uint32_t>>> stream_ops_;
@@ -200,6 +233,8 @@ class Simulation {
 }  // namespace
 
 StepSimulation simulate_step(const Scenario& scenario, const Plan& plan, int trace_ranks) {
+  const bool fast = scenario.simulation.fidelity == Fidelity::fast;
+  const int simulated_nodes = fast ? std::min(scenario.cluster.nodes, 2) : scenario.cluster.nodes;
   // Quiet, physical network model: plain max-min sharing (CM02) without TCP's window bound or
   // cross-traffic, so links deliver their nominal bandwidth and the results are ours to calibrate.
   int argc = 1;
@@ -210,7 +245,7 @@ StepSimulation simulate_step(const Scenario& scenario, const Plan& plan, int tra
   sg4::Engine::set_config("network/model:CM02");
   sg4::Engine::set_config("network/crosstraffic:0");
   sg4::Engine::set_config("network/TCP-gamma:0");
-  Simulation sim(scenario, plan, trace_ranks);
+  Simulation sim(scenario, plan, trace_ranks, simulated_nodes);
   sim.start_actors();
   engine.run();
   return sim.result();

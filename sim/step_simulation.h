@@ -4,6 +4,11 @@
 // as flows (sim/collectives.h), copies cross PCIe, and every alloc/free passes through a per-rank
 // accounting of device memory that records the timeline, the peak and the first out-of-memory.
 // One simulation per process: SimGrid's engine cannot be restarted (ARCHITECTURE.md §5).
+//
+// Fidelity `fast` simulates the ranks of two nodes only (every data-parallel rank runs the same
+// program, so the others repeat them): collectives keep the full group's sizes and step latencies,
+// and a flow towards an unsimulated node goes to the simulated node of the same ring position, so
+// NVLink, NICs and uplinks carry the load they would in the full cluster.
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -41,6 +46,7 @@ struct StepSimulation {
   std::optional<OutOfMemory> oom;
   long flows = 0;
   long activities = 0;
+  int simulated_ranks = 0;  ///< all ranks at full fidelity; two nodes' worth at fast fidelity
 };
 
 StepSimulation simulate_step(const Scenario& scenario, const Plan& plan, int trace_ranks = 8);

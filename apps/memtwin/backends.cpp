@@ -6,9 +6,15 @@
 
 namespace memtwin::cli {
 
-std::vector<std::string> backend_names() { return {"analytic", "sim"}; }
+std::vector<std::string> backend_names() { return {"auto", "analytic", "sim"}; }
 
-std::string default_backend() { return "analytic"; }
+std::string default_backend() { return "auto"; }
+
+std::string resolve_backend(const std::string& name, const Scenario& scenario) {
+  if (name != "auto") return name;
+  // The simulator covers training steps; serving is answered analytically until it simulates too.
+  return scenario.training ? "sim" : "analytic";
+}
 
 std::unique_ptr<Backend> make_backend(const std::string& name) {
   if (name == "analytic") return make_analytic_backend();

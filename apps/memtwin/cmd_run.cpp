@@ -38,7 +38,7 @@ int cmd_run(const Args& args) {
   std::string backends;
   for (const auto& n : backend_names()) backends += (backends.empty() ? "" : ", ") + n;
   options.add_options()
-      ("backend", po::value<std::string>()->default_value(default_backend()), ("backend to run: " + backends).c_str())
+      ("backend", po::value<std::string>()->default_value(default_backend()), ("backend to run: " + backends + " (auto: sim for training, analytic for serving)").c_str())
       ("json", po::bool_switch(), "print exactly one JSON document (memtwin.result/1) on stdout")
       ("out", po::value<std::string>(), "directory for output files (result.json, ...)");
   auto vm = parse_args(args, options, positional,
@@ -48,7 +48,7 @@ int cmd_run(const Args& args) {
   if (!vm) return kOk;
 
   LoadedScenario loaded = load(*vm);
-  auto backend = make_backend((*vm)["backend"].as<std::string>());
+  auto backend = make_backend(resolve_backend((*vm)["backend"].as<std::string>(), loaded.scenario));
   RunResult result = backend->run(loaded.scenario);
   nlohmann::ordered_json doc = result_document(loaded, result);
 

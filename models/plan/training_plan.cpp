@@ -107,6 +107,14 @@ BlockCost block_cost(const Scenario& s) {
   // Causal FlashAttention: QK^T and AV over half the context on average.
   c.attention_flops = 4.0 * tokens * t.seq_len * q_width * 0.5;
   c.attention_bytes = element * tokens * 4 * q_width;
+  if (t.attention == AttentionImpl::explicit_scores) {
+    // Materialised scores [b, heads/t, s, s]: written by QK^T, read and written by the fused
+    // scale-mask-softmax, by dropout (with its mask), read by AV: about six passes of 16-bit scores.
+    const double heads = static_cast<double>(m.heads) / tp;
+    const double scores = t.micro_batch * heads * static_cast<double>(t.seq_len) * t.seq_len;
+    c.attention_bytes += scores * element * (m.dropout ? 6.0 : 4.0);
+    c.attention_flops *= 2;  // no causal skipping: the whole score matrix is computed, then masked
+  }
   // Memory-bound kernels of a block, each reading and writing its tensors once: two norms (h in,
   // h out), two residual adds (2h in, h out), rotary on q and k, the gated activation (2I in, I out)
   // or GeLU (I in, I out), and dropout where the model uses it.
@@ -302,9 +310,14 @@ Plan build_training_plan(const Scenario& s) {
         const auto a = e.alloc(name + ".params_bwd", gathered, gdeps, Stream::comm);
         deps.push_back(e.collective(name + ".bwd_ag", Collective::all_gather, shard_role, gathered.as_double(), {a}));
       }
-      std::uint32_t last = e.compute(name + ".bwd", ComputeClass::gemm,
-                                     2 * block.gemm_flops + (t.recompute == Recompute::full ? block.gemm_flops : 0),
-                                     2 * block.gemm_bytes, deps);
+      std::uint32_t last = deps.front();
+      if (t.recompute == Recompute::full) {
+        // Full recompute runs the block's forward again, its tensor-parallel collectives included.
+        last = e.compute(name + ".recompute", ComputeClass::gemm, block.gemm_flops, block.gemm_bytes, deps);
+        last = tp_collectives(name + ".recompute", last);
+        deps = {last};
+      }
+      last = e.compute(name + ".bwd", ComputeClass::gemm, 2 * block.gemm_flops, 2 * block.gemm_bytes, deps);
       last = e.compute(name + ".bwd_attn", ComputeClass::attention,
                        2.5 * block.attention_flops + (t.recompute != Recompute::none ? block.attention_flops : 0),
                        2 * block.attention_bytes, {last});

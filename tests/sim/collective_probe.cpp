@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
   for (int r = 0; r < ranks; ++r) group.push_back(r);
   for (int c = 0; c < concurrent; ++c) {
     sg4::Actor::create("collective" + std::to_string(c), platform.gpus[0], [&] {
-      sim::run_collective(sim::plan_collective(kind, group, bytes, platform, s.cluster), platform);
+      sim::run_collective(sim::plan_collective(kind, group, bytes, platform.node_of_gpu, s.cluster), platform);
     });
   }
   engine.run();

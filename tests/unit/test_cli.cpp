@@ -20,7 +20,7 @@ TEST_CASE("memtwin run --json prints exactly one result document", "[unit]") {
   auto doc = nlohmann::json::parse(r.out);  // throws on anything but one JSON document
   CHECK(doc["schema"] == "memtwin.result/1");
   CHECK(doc["scenario"] == "quickstart-llama3-8b-fsdp-8xh100");
-  CHECK(doc["backend"] == "analytic");
+  CHECK(doc["backend"] == "sim");  // the default for training
   CHECK(doc["workload"] == "training");
   CHECK(doc["input"]["cluster"]["gpu"]["preset"] == "h100-sxm");
   CHECK(doc["model"]["parameters"] == 8030261248LL);

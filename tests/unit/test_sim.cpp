@@ -166,3 +166,37 @@ TEST_CASE("backends refuse what they cannot run, with exit code 2", "[unit]") {
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Catch::Contains("serving simulation is not built yet"));
 }
+
+TEST_CASE("fast fidelity simulates two nodes and predicts the full cluster's step", "[unit]") {
+  const std::string file = write_scenario("fast", R"(
+name: sim-fast
+cluster: {nodes: 6, gpus_per_node: 4, gpu: h100-sxm}
+model: llama-2-7b
+training: {micro_batch: 1, seq_len: 2048, global_batch: 48, sharding: {strategy: fsdp, mode: full_shard}}
+)");
+  auto full = sim_run(file);
+  auto fast = sim_run(file, {"simulation.fidelity=fast"});
+  CHECK(full["simulated"]["simulated_ranks"] == 24);
+  CHECK(fast["simulated"]["simulated_ranks"] == 8);
+  CHECK(fast["time"]["step_s"].get<double>() == Approx(full["time"]["step_s"].get<double>()).epsilon(1e-6));
+  CHECK(fast["memory"]["gpu"]["peak_bytes"] == full["memory"]["gpu"]["peak_bytes"]);
+}
+
+TEST_CASE("ZeRO-3 at a fixed global batch: more GPUs, lower per-GPU throughput", "[unit]") {
+  const std::string file = write_scenario("trend", R"(
+name: sim-trend
+cluster: {nodes: 16, gpus_per_node: 8, gpu: h100-sxm}
+model: llama-2-70b
+training: {micro_batch: 1, seq_len: 4096, global_batch: 512, activation_checkpointing: full,
+           sharding: {strategy: zero, stage: 3}}
+simulation: {fidelity: fast}
+)");
+  double previous = 1e30;
+  for (int nodes : {16, 32, 64}) {
+    auto doc = sim_run(file, {"cluster.nodes=" + std::to_string(nodes)});
+    const double per_gpu = doc["time"]["tokens_per_s"].get<double>() / (nodes * 8);
+    INFO(nodes << " nodes: " << per_gpu << " tokens/s/GPU, exposed " << doc["time"]["exposed_comm_s"].get<double>());
+    CHECK(per_gpu < previous);
+    previous = per_gpu;
+  }
+}
