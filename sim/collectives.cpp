@@ -15,6 +15,12 @@ CollectivePlan plan_collective(Collective kind, const std::vector<int>& ranks, d
   CollectivePlan out;
   const int n = static_cast<int>(ranks.size());
   if (n < 2) return out;
+  if (kind == Collective::p2p_forward || kind == Collective::p2p_backward) {
+    const bool forward = kind == Collective::p2p_forward;
+    out.flows.push_back({forward ? ranks[0] : ranks[1], forward ? ranks[1] : ranks[0], bytes_total});
+    out.bytes_per_rank = bytes_total;
+    return out;
+  }
   const double factor = kind == Collective::all_reduce ? 2.0 : 1.0;
   const double per_rank = factor * bytes_total * (n - 1) / n;
   out.bytes_per_rank = per_rank;

@@ -89,6 +89,9 @@ class SimBackend final : public Backend {
                               {"activities", step.activities},
                               {"plan_hash", hex(plan.hash())},
                               {"plan", plan.description}};
+    if (s.simulation.fidelity == Fidelity::fast && s.training->parallelism.pipeline > 1) {
+      r.notes.push_back("fidelity fast folds data-parallel replicas only; with pipeline stages every rank was simulated");
+    }
     r.files["trace.json"] = sim::perfetto_trace(step);
     r.files["timeline.csv"] = sim::timeline_csv(step);
     return r;

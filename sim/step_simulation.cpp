@@ -47,7 +47,7 @@ class Simulation {
       : s_(s), plan_(plan), trace_ranks_(trace_ranks), platform_(build_platform(reduced(s.cluster, simulated_nodes))),
         simulated_ranks_(simulated_nodes * s.cluster.gpus_per_node) {
     ranks_.resize(simulated_ranks_);
-    for (auto& r : ranks_) r.done.assign(plan.programs[0].ops.size(), 0);
+    for (int r = 0; r < simulated_ranks_; ++r) ranks_[r].done.assign(plan.programs[plan.program_of_rank[r]].ops.size(), 0);
     for (const auto& program : plan.programs) {
       std::map<Stream, std::vector<std::uint32_t>> streams;
       for (std::uint32_t i = 0; i < program.ops.size(); ++i) streams[program.ops[i].stream].push_back(i);
@@ -168,15 +168,22 @@ class Simulation {
     const std::vector<int>& group = plan_.groups.at(op.role)[group_index];
     if (group.size() < 2) return;
     const int members = static_cast<int>(std::count_if(group.begin(), group.end(), [&](int r) { return r < simulated_ranks_; }));
-    auto key = std::make_tuple(index, op.role, group_index);
+    // Members running the same program meet at the same op index; pipeline neighbours run different
+    // programs and meet by tag. Both ends of a pipeline pair name it from their side.
+    const std::string family = op.role.rfind("pp_", 0) == 0 ? "pp" : op.role;
+    auto key = std::make_tuple(op.tag.empty() ? "#" + std::to_string(index) : op.tag, family, group_index);
     auto& slot = rendezvous_[key];
     if (!slot) slot = std::make_unique<Rendezvous>();
     Rendezvous& rv = *slot;
     const bool launcher = ++rv.arrived == members;
     if (rank == 0) {
+      const bool p2p = op.collective == Collective::p2p_forward || op.collective == Collective::p2p_backward;
+      const bool sender = (op.collective == Collective::p2p_forward) == (group.front() == rank);
       const double n = static_cast<double>(group.size());
       const double factor = op.collective == Collective::all_reduce ? 2.0 : 1.0;
-      result_.comm_bytes_per_gpu[collective_name(op.collective)] += factor * op.bytes_total * (n - 1) / n;
+      if (!p2p || sender) {
+        result_.comm_bytes_per_gpu[collective_name(op.collective)] += p2p ? op.bytes_total : factor * op.bytes_total * (n - 1) / n;
+      }
     }
     if (launcher) {
       // Only the last rank to arrive builds and runs the flows (O(n) once per collective).
@@ -226,14 +233,16 @@ class Simulation {
   double peak_flops_ = 0;
   std::vector<RankState> ranks_;
   std::vector<std::map<Stream, std::vector<std::uint32_t>>> stream_ops_;
-  std::map<std::tuple<std::uint32_t, std::string, int>, std::unique_ptr<Rendezvous>> rendezvous_;
+  std::map<std::tuple<std::string, std::string, int>, std::unique_ptr<Rendezvous>> rendezvous_;
   StepSimulation result_;
 };
 
 }  // namespace
 
 StepSimulation simulate_step(const Scenario& scenario, const Plan& plan, int trace_ranks) {
-  const bool fast = scenario.simulation.fidelity == Fidelity::fast;
+  // Fast fidelity folds data-parallel replicas; pipeline stages differ, so with pipelines every
+  // rank is simulated.
+  const bool fast = scenario.simulation.fidelity == Fidelity::fast && scenario.training->parallelism.pipeline == 1;
   const int simulated_nodes = fast ? std::min(scenario.cluster.nodes, 2) : scenario.cluster.nodes;
   // Quiet, physical network model: plain max-min sharing (CM02) without TCP's window bound or
   // cross-traffic, so links deliver their nominal bandwidth and the results are ours to calibrate.

@@ -9,6 +9,10 @@ const char* stream_name(Stream s) {
     case Stream::compute: return "compute";
     case Stream::comm: return "comm";
     case Stream::copy: return "copy";
+    case Stream::send_next: return "send_next";
+    case Stream::send_prev: return "send_prev";
+    case Stream::recv_next: return "recv_next";
+    case Stream::recv_prev: return "recv_prev";
   }
   return "?";
 }
@@ -18,6 +22,8 @@ const char* collective_name(Collective c) {
     case Collective::all_gather: return "all_gather";
     case Collective::reduce_scatter: return "reduce_scatter";
     case Collective::all_reduce: return "all_reduce";
+    case Collective::p2p_forward:
+    case Collective::p2p_backward: return "send_recv";
   }
   return "?";
 }
@@ -54,6 +60,7 @@ std::uint64_t Plan::hash() const {
       f.add(static_cast<std::int64_t>(op.collective));
       f.add(op.role);
       f.add(op.bytes_total);
+      f.add(op.tag);
       f.add(op.tensor);
       f.add(op.size.count());
     }

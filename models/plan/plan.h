@@ -17,10 +17,14 @@
 
 namespace memtwin {
 
-enum class Stream { compute, comm, copy };
+/// Pipeline sends and receives run on their own streams, one per neighbour and direction, as
+/// NCCL's batched isend/irecv do: a send then never waits behind a receive from the same peer.
+enum class Stream { compute, comm, copy, send_next, send_prev, recv_next, recv_prev };
 enum class OpKind { compute, collective, alloc, free, copy };
 enum class ComputeClass { gemm, attention, elementwise, cpu_optimizer };
-enum class Collective { all_gather, reduce_scatter, all_reduce };
+/// p2p_forward sends from the pair group's first rank to its second (activations down the
+/// pipeline); p2p_backward the other way (their gradients).
+enum class Collective { all_gather, reduce_scatter, all_reduce, p2p_forward, p2p_backward };
 enum class CopyDirection { device_to_host, host_to_device };
 
 const char* stream_name(Stream s);
@@ -38,8 +42,11 @@ struct Op {
   // collective: `bytes_total` is the full buffer (the gathered output of an all-gather, the input of
   // a reduce-scatter, the buffer of an all-reduce), as nccl-tests counts it.
   Collective collective = Collective::all_reduce;
-  std::string role;                 ///< communicator role, e.g. "dp", "tp"
+  std::string role;                 ///< communicator role, e.g. "dp", "tp", "pp_next", "pp_prev"
   double bytes_total = 0;
+  /// Matches the ops of different programs that form one collective (a pipeline send and its
+  /// receive); empty when every member runs the same program and the op index matches them.
+  std::string tag;
   // alloc / free: a named device tensor
   std::string tensor;
   Bytes size;
@@ -57,6 +64,8 @@ struct Plan {
   std::vector<Program> programs;
   std::vector<int> program_of_rank;                           ///< rank -> programs index
   std::map<std::string, std::vector<std::vector<int>>> groups; ///< role -> its groups of ranks
+  ///< ("pp_next" and "pp_prev" hold the same pairs of consecutive pipeline stages, named from
+  ///< either end)
   std::vector<std::map<std::string, int>> group_of_rank;      ///< rank -> role -> index into groups[role]
   Bytes persistent_bytes;  ///< model states and runtime every rank holds before the first op
   std::string description;

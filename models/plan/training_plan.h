@@ -12,7 +12,9 @@
 // Tensor parallelism adds two all-reduces per block in forward and two in backward (reduce-scatter
 // plus all-gather with sequence parallelism). Recompute adds the forward again in backward.
 // Offloading adds PCIe copies and runs the optimizer on the CPU.
-// Pipeline parallelism is not emitted yet: plans for pipeline > 1 are refused (PlanUnsupported).
+// Pipeline parallelism gives one program per stage, in the schedule's order (GPipe or 1F1B),
+// with activations and their gradients sent between neighbouring stages. The interleaved
+// schedule and expert parallelism are not emitted yet (PlanUnsupported).
 #include <stdexcept>
 
 #include "models/backend.h"

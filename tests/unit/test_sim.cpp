@@ -200,3 +200,29 @@ simulation: {fidelity: fast}
     previous = per_gpu;
   }
 }
+
+TEST_CASE("pipelines: 1F1B keeps p micro-batches in flight, GPipe all; the bubble is (p-1)/(m+p-1)", "[unit]") {
+  const std::string file = write_scenario("pipeline", R"(
+name: sim-pipeline
+cluster: {nodes: 4, gpus_per_node: 8, gpu: a100-80gb}
+model: gpt3-175b
+training: {framework: megatron, micro_batch: 1, seq_len: 2048, global_batch: 8, activation_checkpointing: full,
+           parallelism: {tensor: 8, sequence_parallel: true, pipeline: 4}}
+)");
+  // The model is cut to 16 layers so that a step simulates in well under a second.
+  const std::vector<std::string> small = {"model.layers=16"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.end(), small.begin(), small.end());
+    return sim_run(file, extra);
+  };
+  auto one_f_one_b = with({});
+  auto gpipe = with({"training.parallelism.pipeline_schedule=gpipe"});
+  const double act_1f1b = one_f_one_b["memory"]["gpu"]["breakdown_bytes"]["activations"];
+  const double act_gpipe = gpipe["memory"]["gpu"]["breakdown_bytes"]["activations"];
+  CHECK(act_gpipe / act_1f1b == Approx(8.0 / 4.0).epsilon(0.05));  // m = 8 in flight vs p = 4
+  CHECK(one_f_one_b["communication"]["bytes_per_gpu"]["send_recv"].get<double>() > 0);
+  // Bubble: the step of m micro-batches takes (m + p - 1) stage-slots.
+  auto m8 = one_f_one_b["time"]["step_s"].get<double>();
+  auto m32 = with({"training.global_batch=32"})["time"]["step_s"].get<double>();
+  CHECK(m32 / m8 == Approx((32.0 + 3) / (8 + 3)).epsilon(0.1));
+}

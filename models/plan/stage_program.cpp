@@ -1,0 +1,386 @@
+#include "models/plan/stage_program.h"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+
+#include "models/memory/activations.h"
+#include "models/memory/model_states.h"
+#include "models/memory/rank_share.h"
+#include "models/memory/weight_shapes.h"
+#include "models/model_facts.h"
+
+namespace memtwin {
+namespace {
+
+Bytes bytes_of(double b) { return Bytes(static_cast<std::int64_t>(std::ceil(b))); }
+
+// Appends ops to one program and hands back their indices.
+class Emitter {
+ public:
+  explicit Emitter(Program& p) : p_(p) {}
+  std::uint32_t add(Op op) {
+    p_.ops.push_back(std::move(op));
+    return static_cast<std::uint32_t>(p_.ops.size() - 1);
+  }
+  std::uint32_t compute(std::string name, ComputeClass c, double flops, double bytes, std::vector<std::uint32_t> deps) {
+    Op op;
+    op.name = std::move(name);
+    op.compute_class = c;
+    op.flops = flops;
+    op.bytes = bytes;
+    op.deps = std::move(deps);
+    return add(std::move(op));
+  }
+  std::uint32_t collective(std::string name, Collective c, std::string role, double bytes_total,
+                           std::vector<std::uint32_t> deps, std::string tag = {}, Stream stream = Stream::comm) {
+    Op op;
+    op.kind = OpKind::collective;
+    op.stream = stream;
+    op.name = std::move(name);
+    op.collective = c;
+    op.role = std::move(role);
+    op.bytes_total = bytes_total;
+    op.tag = std::move(tag);
+    op.deps = std::move(deps);
+    return add(std::move(op));
+  }
+  std::uint32_t memory(OpKind kind, std::string tensor, Bytes size, std::vector<std::uint32_t> deps,
+                       Stream s = Stream::compute) {
+    Op op;
+    op.kind = kind;
+    op.stream = s;
+    op.name = (kind == OpKind::alloc ? "alloc." : "free.") + tensor;
+    op.tensor = std::move(tensor);
+    op.size = size;
+    op.deps = std::move(deps);
+    return add(std::move(op));
+  }
+  std::uint32_t copy(std::string name, CopyDirection d, double bytes, std::vector<std::uint32_t> deps) {
+    Op op;
+    op.kind = OpKind::copy;
+    op.stream = Stream::copy;
+    op.name = std::move(name);
+    op.direction = d;
+    op.bytes = bytes;
+    op.deps = std::move(deps);
+    return add(std::move(op));
+  }
+
+ private:
+  Program& p_;
+};
+
+// Per-block costs on one GPU for one micro-batch.
+struct BlockCost {
+  double gemm_flops = 0, gemm_bytes = 0;       // forward
+  double attention_flops = 0, attention_bytes = 0;
+  double elementwise_bytes = 0;                // forward memory-bound kernels (norms, rotary, SwiGLU, residuals)
+  double activation_bytes = 0;                 // stored for backward
+  double params = 0;                           // this rank's share of the block
+};
+
+BlockCost block_cost(const Scenario& s) {
+  const ModelSpec& m = s.model;
+  const Training& t = *s.training;
+  const double tp = t.parallelism.tensor;
+  const double tokens = static_cast<double>(t.seq_len) * t.micro_batch;
+  const double element = t.precision == Precision::fp32 ? 4 : 2;
+  BlockCost c;
+  double weights = 0;
+  for (const auto& w : block_matrices(m)) {
+    const double active = (w.copies > 1) ? w.rows * w.cols * m.experts_per_token : w.rows * w.cols;
+    weights += active / tp;
+  }
+  c.gemm_flops = 2 * weights * tokens;
+  c.gemm_bytes = element * (weights + tokens * (4.0 * m.hidden + 3.0 * m.intermediate * m.experts_per_token / tp));
+  const double q_width = static_cast<double>(m.heads) * m.head_dim / tp;
+  // Causal FlashAttention: QK^T and AV over half the context on average.
+  c.attention_flops = 4.0 * tokens * t.seq_len * q_width * 0.5;
+  c.attention_bytes = element * tokens * 4 * q_width;
+  if (t.attention == AttentionImpl::explicit_scores) {
+    // Materialised scores [b, heads/t, s, s]: written by QK^T, read and written by the fused
+    // scale-mask-softmax, by dropout (with its mask), read by AV: about six passes of 16-bit scores.
+    const double heads = static_cast<double>(m.heads) / tp;
+    const double scores = t.micro_batch * heads * static_cast<double>(t.seq_len) * t.seq_len;
+    c.attention_bytes += scores * element * (m.dropout ? 6.0 : 4.0);
+    c.attention_flops *= 2;  // no causal skipping: the whole score matrix is computed, then masked
+  }
+  // Memory-bound kernels of a block, each reading and writing its tensors once: two norms (h in,
+  // h out), two residual adds (2h in, h out), rotary on q and k, the gated activation (2I in, I out)
+  // or GeLU (I in, I out), and dropout where the model uses it.
+  const double kv_width = static_cast<double>(m.kv_heads) * m.head_dim / tp;
+  const bool gated = m.mlp == MlpKind::swiglu || m.mlp == MlpKind::geglu;
+  const double inner = static_cast<double>(m.intermediate) * m.experts_per_token / tp;
+  const double per_token = 4.0 * m.hidden + 6.0 * m.hidden + 2 * (q_width + kv_width) + (gated ? 3 * inner : 2 * inner) +
+                           (m.dropout ? 4.0 * m.hidden : 0.0);
+  c.elementwise_bytes = element * tokens * per_token;
+  c.activation_bytes = block_activation_bytes_per_token(m, t.seq_len, t.parallelism.tensor, t.parallelism.sequence_parallel,
+                                                        t.recompute, t.attention) *
+                       tokens;
+  c.params = rank_share(m, t).block_parameters;
+  return c;
+}
+
+bool gathers_parameters(const Training& t) {
+  return (t.sharding.strategy == ShardingStrategy::zero && t.sharding.zero_stage == 3) ||
+         (t.sharding.strategy == ShardingStrategy::fsdp &&
+          (t.sharding.fsdp_mode == FsdpMode::full_shard || t.sharding.fsdp_mode == FsdpMode::hybrid_shard));
+}
+
+}  // namespace
+
+struct StageProgramBuilder::Impl {
+  Impl(const Scenario& sc, const StageSpec& sp, Program& program)
+      : s(sc), t(*sc.training), m(sc.model), spec(sp), e(program), block(block_cost(sc)),
+        layout(sharding_layout(t, sp.dp_ranks)), share(rank_share(sc.model, t)) {
+    element = t.precision == Precision::fp32 ? 4 : 2;
+    tokens = static_cast<double>(t.seq_len) * t.micro_batch;
+    tp = t.parallelism.tensor;
+    gather = gathers_parameters(t);
+    prefetch = t.sharding.limit_all_gathers ? 1 : 2;
+    shard_role = spec.hybrid ? "shard" : "dp";
+    const ParameterCount count = count_parameters(m);
+    const double head = (m.tied_embeddings ? count.embedding : count.lm_head) / tp;
+    root_params = (spec.has_embedding ? (count.embedding + count.position) / tp : 0) +
+                  (spec.has_head ? head + count.final_norm : 0);
+    head_params = spec.has_head ? head : 0;
+    free_gather_fwd.assign(spec.layers, 0);
+    free_gather_bwd.assign(spec.layers, 0);
+  }
+
+  std::uint32_t tp_collectives(const std::string& where, std::uint32_t dep) {
+    if (tp == 1) return dep;
+    const double buffer = tokens * m.hidden * element;
+    std::uint32_t last = dep;
+    for (const char* part : {"attn", "mlp"}) {
+      if (t.parallelism.sequence_parallel) {
+        last = e.collective(where + ".tp_rs." + part, Collective::reduce_scatter, "tp", buffer, {last});
+        last = e.collective(where + ".tp_ag." + part, Collective::all_gather, "tp", buffer, {last});
+      } else {
+        last = e.collective(where + ".tp_ar." + part, Collective::all_reduce, "tp", buffer, {last});
+      }
+    }
+    return last;
+  }
+
+  void reduce_gradients(const std::string& name, double params, std::uint32_t after) {
+    if (spec.dp_ranks < 2 || params <= 0) return;
+    const double grad_bytes = params * element;
+    if (layout.gradients || gather) {
+      const auto rs = e.collective(name + ".grad_rs", Collective::reduce_scatter, shard_role, grad_bytes, {after});
+      reductions.push_back(rs);
+      if (spec.hybrid) {
+        reductions.push_back(e.collective(name + ".grad_ar_replicas", Collective::all_reduce, "replica",
+                                          grad_bytes / layout.degree, {rs}));
+      }
+    } else if (layout.optimizer) {
+      reductions.push_back(e.collective(name + ".grad_rs", Collective::reduce_scatter, "dp", grad_bytes, {after}));
+    } else {
+      reductions.push_back(e.collective(name + ".grad_ar", Collective::all_reduce, "dp", grad_bytes, {after}));
+    }
+  }
+
+  double boundary_bytes() const {
+    return tokens * m.hidden * element / (t.parallelism.sequence_parallel ? tp : 1);
+  }
+
+  const Scenario& s;
+  const Training& t;
+  const ModelSpec& m;
+  StageSpec spec;
+  Emitter e;
+  BlockCost block;
+  ShardingLayout layout;
+  RankShare share;
+  double element = 2, tokens = 0, root_params = 0, head_params = 0;
+  int tp = 1, prefetch = 1;
+  bool gather = false;
+  std::string shard_role;
+  std::uint32_t previous = 0;  // the op the compute chain waits on next
+  std::uint32_t start = 0;
+  std::vector<std::uint32_t> free_gather_fwd, free_gather_bwd, reductions;
+};
+
+StageProgramBuilder::StageProgramBuilder(const Scenario& scenario, const StageSpec& spec, Program& program)
+    : impl_(std::make_shared<Impl>(scenario, spec, program)) {}
+
+void StageProgramBuilder::prologue() {
+  Impl& x = *impl_;
+  const ModelStates states = model_states(x.s, x.share);
+  const RuntimeOverheads& rt = x.s.cluster.runtime;
+  const int communicators = (x.spec.dp_ranks > 1 ? 1 : 0) + (x.tp > 1 ? 1 : 0) + (x.spec.hybrid ? 1 : 0) +
+                            (x.spec.stages > 1 ? 1 : 0);
+  const Bytes runtime = rt.cuda_context + rt.framework_overhead + rt.nccl_buffers * communicators;
+  x.e.memory(OpKind::alloc, "runtime", runtime, {});
+  x.e.memory(OpKind::alloc, "parameters", states.parameters, {});
+  x.e.memory(OpKind::alloc, "gradients", states.gradients, {});
+  x.start = x.e.memory(OpKind::alloc, "optimizer_states", states.optimizer_states, {});
+  persistent_ = runtime + states.parameters + states.gradients + states.optimizer_states;
+  if (x.t.sharding.strategy == ShardingStrategy::ddp && x.spec.dp_ranks > 1 &&
+      (x.t.framework == Framework::fsdp || x.t.framework == Framework::deepspeed)) {
+    x.start = x.e.memory(OpKind::alloc, "ddp_buckets", bytes_of(x.share.trainable * x.element), {});
+  }
+  if (x.gather && x.root_params > 0) {
+    // The root unit (embedding, head) stays gathered through the step; its gathers repeat per pass.
+    x.start = x.e.memory(OpKind::alloc, "root.params", bytes_of(x.root_params * x.element), {x.start});
+  }
+  x.previous = x.start;
+}
+
+void StageProgramBuilder::forward(int mb) {
+  Impl& x = *impl_;
+  const std::string tag = "mb" + std::to_string(mb) + ".";
+  const int stage = x.spec.stage;
+  if (stage > 0) {
+    x.previous = x.e.collective(tag + "recv_activations", Collective::p2p_forward, "pp_prev", x.boundary_bytes(),
+                                {x.previous}, "act." + std::to_string(stage - 1) + "." + std::to_string(mb), Stream::recv_prev);
+  }
+  if (x.gather && x.root_params > 0) {
+    x.previous = x.e.collective(tag + "root.ag", Collective::all_gather, x.shard_role, x.root_params * x.element, {x.previous});
+  }
+  const Bytes gathered = bytes_of(x.block.params * x.element);
+  const Bytes activations = bytes_of(x.block.activation_bytes);
+  for (int b = 0; b < x.spec.layers; ++b) {
+    const std::string name = tag + "block" + std::to_string(x.spec.first_layer + b);
+    std::vector<std::uint32_t> deps = {x.previous};
+    if (x.gather) {
+      // Prefetch: the gather of block b may start once block b-1-prefetch has been freed.
+      std::vector<std::uint32_t> gdeps = {x.start};
+      if (b > x.prefetch) gdeps.push_back(x.free_gather_fwd[b - 1 - x.prefetch]);
+      const auto a = x.e.memory(OpKind::alloc, name + ".params", gathered, gdeps, Stream::comm);
+      deps.push_back(x.e.collective(name + ".fwd_ag", Collective::all_gather, x.shard_role, gathered.as_double(), {a}));
+    }
+    const auto act = x.e.memory(OpKind::alloc, name + ".activations", activations, deps);
+    auto last = x.e.compute(name + ".fwd", ComputeClass::gemm, x.block.gemm_flops, x.block.gemm_bytes, {act});
+    last = x.e.compute(name + ".fwd_attn", ComputeClass::attention, x.block.attention_flops, x.block.attention_bytes, {last});
+    last = x.e.compute(name + ".fwd_elementwise", ComputeClass::elementwise, 0, x.block.elementwise_bytes, {last});
+    x.previous = x.tp_collectives(name + ".fwd", last);
+    if (x.gather) x.free_gather_fwd[b] = x.e.memory(OpKind::free, name + ".params", gathered, {x.previous});
+  }
+  if (x.spec.has_head) {
+    // Output layer and loss, forward and backward (the last stage turns around here).
+    const Bytes logits = bytes_of(x.tokens * (6.0 * x.m.vocab / x.tp + 4.0 * x.m.hidden));
+    const auto la = x.e.memory(OpKind::alloc, tag + "logits", logits, {x.previous});
+    const auto head = x.e.compute(tag + "head", ComputeClass::gemm, 3 * 2 * x.head_params * x.tokens,
+                                  x.element * (x.head_params + x.tokens * x.m.vocab / x.tp), {la});
+    x.previous = x.e.memory(OpKind::free, tag + "logits", logits, {head});
+  } else {
+    x.e.collective(tag + "send_activations", Collective::p2p_forward, "pp_next", x.boundary_bytes(), {x.previous},
+                   "act." + std::to_string(stage) + "." + std::to_string(mb), Stream::send_next);
+  }
+}
+
+void StageProgramBuilder::backward(int mb) {
+  Impl& x = *impl_;
+  const std::string tag = "mb" + std::to_string(mb) + ".";
+  const int stage = x.spec.stage;
+  const bool last_mb = mb + 1 == x.spec.microbatches;
+  if (!x.spec.has_head) {
+    x.previous = x.e.collective(tag + "recv_gradients", Collective::p2p_backward, "pp_next", x.boundary_bytes(),
+                                {x.previous}, "grad." + std::to_string(stage) + "." + std::to_string(mb), Stream::recv_next);
+  }
+  if (x.gather && x.root_params > 0) {
+    // The root's parameters are gathered again for backward (3 Psi per step, as in the ZeRO and
+    // FSDP papers) into the buffer that stays allocated.
+    x.previous = x.e.collective(tag + "root.ag_bwd", Collective::all_gather, x.shard_role, x.root_params * x.element,
+                                {x.previous});
+  }
+  const std::uint32_t backward_start = x.previous;
+  const Bytes gathered = bytes_of(x.block.params * x.element);
+  const Bytes activations = bytes_of(x.block.activation_bytes);
+  for (int b = x.spec.layers - 1; b >= 0; --b) {
+    const std::string name = tag + "block" + std::to_string(x.spec.first_layer + b);
+    std::vector<std::uint32_t> deps = {x.previous};
+    if (x.gather) {
+      std::vector<std::uint32_t> gdeps = {backward_start};
+      const int ahead = b + 1 + x.prefetch;
+      if (ahead < x.spec.layers) gdeps.push_back(x.free_gather_bwd[ahead]);
+      const auto a = x.e.memory(OpKind::alloc, name + ".params_bwd", gathered, gdeps, Stream::comm);
+      deps.push_back(x.e.collective(name + ".bwd_ag", Collective::all_gather, x.shard_role, gathered.as_double(), {a}));
+    }
+    std::uint32_t last = deps.front();
+    if (x.t.recompute == Recompute::full) {
+      // Full recompute runs the block's forward again, its tensor-parallel collectives included.
+      last = x.e.compute(name + ".recompute", ComputeClass::gemm, x.block.gemm_flops, x.block.gemm_bytes, deps);
+      last = x.tp_collectives(name + ".recompute", last);
+      deps = {last};
+    }
+    last = x.e.compute(name + ".bwd", ComputeClass::gemm, 2 * x.block.gemm_flops, 2 * x.block.gemm_bytes, deps);
+    last = x.e.compute(name + ".bwd_attn", ComputeClass::attention,
+                       2.5 * x.block.attention_flops + (x.t.recompute != Recompute::none ? x.block.attention_flops : 0),
+                       2 * x.block.attention_bytes, {last});
+    // Backward of the memory-bound kernels moves about twice their forward bytes (and recompute
+    // runs the forward ones again).
+    last = x.e.compute(name + ".bwd_elementwise", ComputeClass::elementwise, 0,
+                       x.block.elementwise_bytes * (2 + (x.t.recompute == Recompute::full ? 1 : 0)), {last});
+    last = x.tp_collectives(name + ".bwd", last);
+    x.previous = x.e.memory(OpKind::free, name + ".activations", activations, {last});
+    if (x.gather) x.free_gather_bwd[b] = x.e.memory(OpKind::free, name + ".params_bwd", gathered, {x.previous});
+    if (last_mb) x.reduce_gradients(name, x.block.params, x.previous);
+  }
+  if (stage > 0) {
+    x.e.collective(tag + "send_gradients", Collective::p2p_backward, "pp_prev", x.boundary_bytes(), {x.previous},
+                   "grad." + std::to_string(stage - 1) + "." + std::to_string(mb), Stream::send_prev);
+  }
+  if (last_mb) x.reduce_gradients(tag + "root", x.root_params, x.previous);
+}
+
+void StageProgramBuilder::epilogue() {
+  Impl& x = *impl_;
+  std::vector<std::uint32_t> before_step = x.reductions;
+  before_step.push_back(x.previous);
+  const double shard_params = x.layout.optimizer ? x.share.trainable / x.layout.degree : x.share.trainable;
+  std::uint32_t step;
+  if (x.t.offload.optimizer == OffloadTarget::cpu || x.t.offload.parameters == OffloadTarget::cpu) {
+    const auto d2h = x.e.copy("grads_to_host", CopyDirection::device_to_host, shard_params * x.element, before_step);
+    Op cpu;
+    cpu.stream = Stream::copy;
+    cpu.name = "optimizer_cpu";
+    cpu.compute_class = ComputeClass::cpu_optimizer;
+    cpu.flops = shard_params;  // parameters to update: the backend divides by the CPU's update rate per GPU
+    cpu.deps = {d2h};
+    const auto c = x.e.add(cpu);
+    step = x.e.copy("params_to_device", CopyDirection::host_to_device, shard_params * x.element, {c});
+  } else {
+    // Adam reads and writes parameters, gradients and both moments: a memory-bound pass.
+    step = x.e.compute("optimizer", ComputeClass::elementwise, 10 * shard_params, 32 * shard_params, before_step);
+  }
+  if (x.spec.dp_ranks > 1 && x.layout.optimizer && !x.gather) {
+    // ZeRO-1/2: every rank gathers the updated parameters of the others, block by block.
+    for (int b = 0; b < x.spec.layers; ++b) {
+      x.e.collective("block" + std::to_string(x.spec.first_layer + b) + ".param_ag", Collective::all_gather, "dp",
+                     x.block.params * x.element, {step});
+    }
+    if (x.root_params > 0) {
+      x.e.collective("root.param_ag", Collective::all_gather, "dp", x.root_params * x.element, {step});
+    }
+  }
+}
+
+std::vector<std::pair<char, int>> pipeline_schedule(PipelineSchedule kind, int stage, int stages, int microbatches) {
+  std::vector<std::pair<char, int>> order;
+  if (stages == 1 || kind == PipelineSchedule::gpipe) {
+    for (int mb = 0; mb < microbatches; ++mb) order.emplace_back('F', mb);
+    for (int mb = 0; mb < microbatches; ++mb) order.emplace_back('B', mb);
+    if (stages == 1) {
+      // Without a pipeline each micro-batch's backward follows its forward (gradient accumulation).
+      order.clear();
+      for (int mb = 0; mb < microbatches; ++mb) {
+        order.emplace_back('F', mb);
+        order.emplace_back('B', mb);
+      }
+    }
+    return order;
+  }
+  const int warmup = std::min(stages - stage - 1, microbatches);
+  for (int mb = 0; mb < warmup; ++mb) order.emplace_back('F', mb);
+  for (int i = 0; i < microbatches - warmup; ++i) {
+    order.emplace_back('F', warmup + i);
+    order.emplace_back('B', i);
+  }
+  for (int mb = microbatches - warmup; mb < microbatches; ++mb) order.emplace_back('B', mb);
+  return order;
+}
+
+}  // namespace memtwin
