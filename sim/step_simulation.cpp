@@ -4,9 +4,9 @@
 #include <memory>
 
 #include <simgrid/s4u.hpp>
-#include <xbt/log.h>
 
 #include "sim/collectives.h"
+#include "sim/engine_setup.h"
 #include "sim/platform.h"
 
 namespace memtwin::sim {
@@ -244,19 +244,10 @@ StepSimulation simulate_step(const Scenario& scenario, const Plan& plan, int tra
   // rank is simulated.
   const bool fast = scenario.simulation.fidelity == Fidelity::fast && scenario.training->parallelism.pipeline == 1;
   const int simulated_nodes = fast ? std::min(scenario.cluster.nodes, 2) : scenario.cluster.nodes;
-  // Quiet, physical network model: plain max-min sharing (CM02) without TCP's window bound or
-  // cross-traffic, so links deliver their nominal bandwidth and the results are ours to calibrate.
-  int argc = 1;
-  char name[] = "memtwin";
-  char* argv[] = {name, nullptr};
-  xbt_log_control_set("root.thres:critical");
-  sg4::Engine engine(&argc, argv);
-  sg4::Engine::set_config("network/model:CM02");
-  sg4::Engine::set_config("network/crosstraffic:0");
-  sg4::Engine::set_config("network/TCP-gamma:0");
+  auto engine = make_engine();
   Simulation sim(scenario, plan, trace_ranks, simulated_nodes);
   sim.start_actors();
-  engine.run();
+  engine->run();
   return sim.result();
 }
 

@@ -6,10 +6,10 @@
 #include <string>
 
 #include <simgrid/s4u.hpp>
-#include <xbt/log.h>
 
 #include "models/scenario_loader.h"
 #include "sim/collectives.h"
+#include "sim/engine_setup.h"
 
 namespace sg4 = simgrid::s4u;
 using namespace memtwin;
@@ -27,14 +27,7 @@ int main(int argc, char** argv) {
   const double bytes = std::stod(argv[3]);
   const int ranks = std::stoi(argv[4]);
   const int concurrent = argc > 5 ? std::stoi(argv[5]) : 1;
-  int sg_argc = 1;
-  char name[] = "collective_probe";
-  char* sg_argv[] = {name, nullptr};
-  xbt_log_control_set("root.thres:critical");
-  sg4::Engine engine(&sg_argc, sg_argv);
-  sg4::Engine::set_config("network/model:CM02");
-  sg4::Engine::set_config("network/crosstraffic:0");
-  sg4::Engine::set_config("network/TCP-gamma:0");
+  auto engine = sim::make_engine();
   const sim::Platform platform = sim::build_platform(s.cluster);
   std::vector<int> group;
   for (int r = 0; r < ranks; ++r) group.push_back(r);
@@ -43,7 +36,7 @@ int main(int argc, char** argv) {
       sim::run_collective(sim::plan_collective(kind, group, bytes, platform.node_of_gpu, s.cluster), platform);
     });
   }
-  engine.run();
+  engine->run();
   std::printf("%.9e\n", sg4::Engine::get_clock());
   return 0;
 }
