@@ -226,3 +226,18 @@ training: {framework: megatron, micro_batch: 1, seq_len: 2048, global_batch: 8, 
   auto m32 = with({"training.global_batch=32"})["time"]["step_s"].get<double>();
   CHECK(m32 / m8 == Approx((32.0 + 3) / (8 + 3)).epsilon(0.1));
 }
+
+TEST_CASE("hybrid sharding: simulated traffic matches the closed form, inside and across nodes", "[unit]") {
+  const std::string file = write_scenario("hybrid", R"(
+name: sim-hybrid
+cluster: {nodes: 4, gpus_per_node: 4, gpu: h100-sxm}
+model: llama-2-7b
+training: {micro_batch: 1, seq_len: 2048, global_batch: 16,
+           sharding: {strategy: fsdp, mode: hybrid_shard, shard_group: 4}}
+)");
+  auto doc = sim_run(file);
+  const Scenario s = load_scenario_file(file).scenario;
+  const DataParallelTraffic closed = data_parallel_traffic(s);
+  CHECK(doc["communication"]["bytes_per_gpu"]["total"].get<double>() == Approx(closed.total()).epsilon(1e-9));
+  CHECK(doc["communication"]["bytes_per_gpu"]["all_reduce"].get<double>() == Approx(closed.cross_host_bytes).epsilon(1e-9));
+}
