@@ -140,7 +140,7 @@ TEST_CASE("a step that runs out of memory names the op, the tensor and the short
   CHECK(oom["in_use_bytes"].get<double>() + oom["requested_bytes"].get<double>() > oom["capacity_bytes"].get<double>());
 }
 
-TEST_CASE("--out writes the result, a Perfetto trace and the memory timeline", "[unit]") {
+TEST_CASE("run with an output directory writes the result, a Perfetto trace and the memory timeline", "[unit]") {
   const std::string dir = "/tmp/memtwin-test-out";
   auto r = run_memtwin({"run", source_path("scenarios/quickstart.yaml"), "--backend", "sim", "--out", dir});
   REQUIRE(r.exit_code == 0);

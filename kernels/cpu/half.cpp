@@ -1,0 +1,58 @@
+#include <cstring>
+
+#include "kernels/kv_format.h"
+
+namespace memtwin::kernels {
+
+float half_to_float(std::uint16_t h) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000) << 16;
+  std::uint32_t exponent = (h >> 10) & 0x1f;
+  std::uint32_t mantissa = h & 0x3ff;
+  std::uint32_t bits;
+  if (exponent == 0) {
+    if (mantissa == 0) {
+      bits = sign;
+    } else {  // subnormal: normalise
+      exponent = 127 - 15 + 1;
+      while ((mantissa & 0x400) == 0) {
+        mantissa <<= 1;
+        --exponent;
+      }
+      mantissa &= 0x3ff;
+      bits = sign | (exponent << 23) | (mantissa << 13);
+    }
+  } else if (exponent == 0x1f) {
+    bits = sign | 0x7f800000 | (mantissa << 13);
+  } else {
+    bits = sign | ((exponent + 127 - 15) << 23) | (mantissa << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+std::uint16_t float_to_half(float f) {
+  std::uint32_t x;
+  std::memcpy(&x, &f, sizeof x);
+  const std::uint32_t sign = (x >> 16) & 0x8000;
+  const std::uint32_t abs = x & 0x7fffffff;
+  if (abs >= 0x7f800000) return static_cast<std::uint16_t>(sign | 0x7c00 | (abs > 0x7f800000 ? 0x200 : 0));
+  if (abs >= 0x477ff000) return static_cast<std::uint16_t>(sign | 0x7c00);  // overflow to infinity
+  if (abs < 0x38800000) {                                                   // subnormal or zero
+    if (abs < 0x33000000) return static_cast<std::uint16_t>(sign);
+    // value = |f| / 2^-24, rounded to nearest even: the 24-bit significand shifted right.
+    const std::uint32_t total_shift = 126 - (abs >> 23);
+    const std::uint32_t mantissa = (abs & 0x7fffff) | 0x800000;
+    std::uint32_t value = mantissa >> total_shift;
+    const std::uint32_t rest = mantissa & ((1u << total_shift) - 1);
+    const std::uint32_t halfway = 1u << (total_shift - 1);
+    if (rest > halfway || (rest == halfway && (value & 1))) ++value;
+    return static_cast<std::uint16_t>(sign | value);
+  }
+  std::uint32_t value = ((abs >> 23) - 127 + 15) << 10 | ((abs >> 13) & 0x3ff);
+  const std::uint32_t rest = abs & 0x1fff;
+  if (rest > 0x1000 || (rest == 0x1000 && (value & 1))) ++value;  // may carry into the exponent: correct
+  return static_cast<std::uint16_t>(sign | value);
+}
+
+}  // namespace memtwin::kernels

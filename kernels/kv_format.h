@@ -1,0 +1,74 @@
+#pragma once
+// The paged KV-cache layouts the kernels read and write, shared by the CPU and CUDA code. Plain C++
+// (no CUDA, no models/), so both implementations and the tests agree on every byte.
+//
+// A cache holds K and V in blocks of `block_size` tokens; a block table maps each sequence's logical
+// blocks to physical ones. Per token and KV head, a vector of head_dim elements is stored as
+//   fp16: head_dim halves;
+//   int8/int4/int2 (asymmetric group quantisation along channels, per token, as memtwin's size
+//   model `GroupQuantKv` counts it): head_dim/G groups, each ceil(G*bits/8) bytes of packed codes
+//   (lowest bits first) followed by a fp16 scale and a fp16 zero point (x = code * scale + zero).
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace memtwin::kernels {
+
+enum class KvElement { fp16, int8, int4, int2 };
+
+struct KvFormat {
+  KvElement element = KvElement::fp16;
+  int head_dim = 128;
+  int group = 32;  ///< quantisation group along channels (quantised formats)
+
+  [[nodiscard]] int bits() const {
+    switch (element) {
+      case KvElement::fp16: return 16;
+      case KvElement::int8: return 8;
+      case KvElement::int4: return 4;
+      case KvElement::int2: return 2;
+    }
+    return 16;
+  }
+  [[nodiscard]] bool quantized() const { return element != KvElement::fp16; }
+  [[nodiscard]] int groups() const { return head_dim / group; }
+  [[nodiscard]] int code_bytes_per_group() const { return (group * bits() + 7) / 8; }
+  /// Bytes of one group: packed codes, then fp16 scale and zero point.
+  [[nodiscard]] int group_bytes() const { return code_bytes_per_group() + 4; }
+  /// Bytes of one token's vector for one KV head (K or V).
+  [[nodiscard]] std::size_t vector_bytes() const {
+    return quantized() ? static_cast<std::size_t>(groups()) * group_bytes() : static_cast<std::size_t>(head_dim) * 2;
+  }
+  /// Throws std::invalid_argument when the combination cannot be laid out.
+  void validate() const {
+    if (head_dim != 64 && head_dim != 128 && head_dim != 256) {
+      throw std::invalid_argument("head_dim must be 64, 128 or 256, got " + std::to_string(head_dim));
+    }
+    if (quantized() && (group <= 0 || head_dim % group != 0 || (group * bits()) % 8 != 0)) {
+      throw std::invalid_argument("quantisation group " + std::to_string(group) + " must divide head_dim " +
+                                  std::to_string(head_dim) + " and pack into whole bytes");
+    }
+  }
+};
+
+/// Geometry of one paged cache (K or V): [num_blocks, block_size, kv_heads, vector_bytes].
+struct PagedShape {
+  int num_blocks = 0;
+  int block_size = 16;
+  int kv_heads = 8;
+  KvFormat format;
+  [[nodiscard]] std::size_t token_stride() const { return static_cast<std::size_t>(kv_heads) * format.vector_bytes(); }
+  [[nodiscard]] std::size_t block_stride() const { return token_stride() * block_size; }
+  [[nodiscard]] std::size_t bytes() const { return block_stride() * num_blocks; }
+  /// Offset of (physical block, slot in block, head).
+  [[nodiscard]] std::size_t offset(int block, int slot, int head) const {
+    return block * block_stride() + slot * token_stride() + static_cast<std::size_t>(head) * format.vector_bytes();
+  }
+};
+
+/// IEEE half <-> float, bit exact and portable (round to nearest even).
+float half_to_float(std::uint16_t h);
+std::uint16_t float_to_half(float f);
+
+}  // namespace memtwin::kernels

@@ -1,0 +1,52 @@
+#pragma once
+// KV-cache kernels: quantise/dequantise, paged cache write (reshape_and_cache) and decode attention
+// over a paged cache, for fp16 and int8/int4/int2 group-quantised KV (kv_format.h). Each has a CPU
+// implementation here (the reference for the CUDA one, and the host device's kernel) and a naive
+// float reference (`reference_*`) it is tested against. Launchers validate shapes and throw
+// std::invalid_argument on misuse.
+#include <cstdint>
+#include <vector>
+
+#include "kernels/kv_format.h"
+
+namespace memtwin::kernels {
+
+/// Quantises one vector x[head_dim] into f.vector_bytes() bytes at `out` (fp16: converts).
+void quantize_vector(const float* x, const KvFormat& f, std::uint8_t* out);
+/// The inverse: f.vector_bytes() bytes at `in` into out[head_dim].
+void dequantize_vector(const std::uint8_t* in, const KvFormat& f, float* out);
+
+/// Writes new K or V vectors into a paged cache.
+///   values        // [tokens, kv_heads, head_dim] floats
+///   slot_mapping  // [tokens]: physical block * block_size + slot; negative = skip (padding)
+///   cache         // [num_blocks, block_size, kv_heads, vector_bytes]
+void write_paged(const float* values, const std::int64_t* slot_mapping, int tokens, const PagedShape& shape,
+                 std::uint8_t* cache);
+
+struct DecodeAttentionArgs {
+  const float* query = nullptr;             // [num_seqs, q_heads, head_dim]
+  const std::uint8_t* k_cache = nullptr;    // [num_blocks, block_size, kv_heads, vector_bytes]
+  const std::uint8_t* v_cache = nullptr;    // same shape as k_cache
+  const std::int32_t* block_tables = nullptr;  // [num_seqs, max_blocks_per_seq]
+  const std::int32_t* context_lens = nullptr;  // [num_seqs], tokens cached per sequence (>= 1)
+  float* out = nullptr;                     // [num_seqs, q_heads, head_dim]
+  int num_seqs = 0;
+  int q_heads = 0;                          // a multiple of kv_heads (GQA), at most 8 per KV head
+  int max_blocks_per_seq = 0;
+  float scale = 0;                          // usually 1 / sqrt(head_dim)
+  PagedShape shape;
+};
+
+/// Checks an argument set; throws std::invalid_argument naming what is wrong.
+void validate(const DecodeAttentionArgs& a);
+
+/// One query token per sequence against its cached context (CPU, parallel over sequences and KV
+/// heads with OpenMP where available).
+void decode_attention(const DecodeAttentionArgs& a);
+
+/// Naive float reference: contiguous K and V [num_seqs][max_context][kv_heads][head_dim].
+void reference_decode_attention(const float* query, const float* k, const float* v, const std::int32_t* context_lens,
+                                int num_seqs, int max_context, int q_heads, int kv_heads, int head_dim, float scale,
+                                float* out);
+
+}  // namespace memtwin::kernels

@@ -1,0 +1,188 @@
+// CPU KV kernels against naive references and against memtwin's size model.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "kernels/kv_kernels.h"
+#include "models/kv/kv_methods.h"
+
+using namespace memtwin::kernels;
+
+namespace {
+
+// KV with realistic statistics: mostly small values and a few outlier channels 10-50x larger, as
+// KIVI and KVQuant describe for keys.
+std::vector<float> synthetic_kv(std::size_t vectors, int head_dim, std::uint32_t seed, bool outliers) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<float> scale(head_dim, 1.f);
+  if (outliers) {
+    for (int c = 0; c < head_dim; c += 37) scale[c] = 10.f + (c % 41);
+  }
+  std::vector<float> x(vectors * head_dim);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = normal(rng) * scale[i % head_dim];
+  return x;
+}
+
+KvFormat format(KvElement e, int head_dim = 128, int group = 32) {
+  KvFormat f;
+  f.element = e;
+  f.head_dim = head_dim;
+  f.group = group;
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("half conversion round-trips every half value", "[unit]") {
+  for (std::uint32_t h = 0; h < 0x10000; ++h) {
+    const bool nan = (h & 0x7c00) == 0x7c00 && (h & 0x3ff) != 0;
+    if (nan) continue;
+    REQUIRE(float_to_half(half_to_float(static_cast<std::uint16_t>(h))) == h);
+  }
+  CHECK(float_to_half(1.0f) == 0x3c00);
+  CHECK(float_to_half(65520.f) == 0x7c00);  // rounds to infinity
+  CHECK(half_to_float(0x0001) == Approx(5.9604645e-8f));
+}
+
+TEST_CASE("group quantisation: round-trip error within half a step, per bit width", "[unit]") {
+  const auto x = synthetic_kv(64, 128, 1, true);
+  for (KvElement e : {KvElement::int8, KvElement::int4, KvElement::int2}) {
+    const KvFormat f = format(e);
+    std::vector<std::uint8_t> bytes(f.vector_bytes());
+    std::vector<float> back(128);
+    double worst_ratio = 0;
+    for (int v = 0; v < 64; ++v) {
+      const float* xv = &x[v * 128];
+      quantize_vector(xv, f, bytes.data());
+      dequantize_vector(bytes.data(), f, back.data());
+      for (int g = 0; g < f.groups(); ++g) {
+        const float lo = *std::min_element(xv + g * 32, xv + g * 32 + 32);
+        const float hi = *std::max_element(xv + g * 32, xv + g * 32 + 32);
+        const float step = (hi - lo) / ((1 << f.bits()) - 1);
+        for (int i = g * 32; i < g * 32 + 32; ++i) {
+          // half a step, plus fp16 rounding of the scale and zero point
+          const double bound = 0.5 * step + 1e-3 * (std::fabs(lo) + std::fabs(hi)) + 1e-6;
+          worst_ratio = std::max(worst_ratio, std::fabs(back[i] - xv[i]) / bound);
+        }
+      }
+    }
+    INFO("bits " << f.bits());
+    CHECK(worst_ratio <= 1.0);
+  }
+}
+
+TEST_CASE("kernel bytes equal memtwin's size model for every quantised format", "[unit]") {
+  const memtwin::KvShape shape{32, 8, 128, 2};
+  for (auto [e, bits] : {std::pair{KvElement::int8, 8}, {KvElement::int4, 4}, {KvElement::int2, 2}}) {
+    const KvFormat f = format(e);
+    memtwin::GroupQuantKv model(shape, bits, 32, false, 0);
+    CHECK(static_cast<double>(f.vector_bytes()) * 2 * shape.layers * shape.kv_heads == model.bytes_per_stored_token());
+    CHECK(static_cast<double>(f.vector_bytes()) * 2 * shape.layers * shape.kv_heads * 1000 == model.sequence_bytes(1000, 0));
+  }
+  memtwin::FullPrecisionKv fp16(shape);
+  CHECK(static_cast<double>(format(KvElement::fp16).vector_bytes()) * 2 * 32 * 8 == fp16.bytes_per_stored_token());
+}
+
+TEST_CASE("the paged layout round-trips through a scattered block table", "[unit]") {
+  PagedShape shape;
+  shape.num_blocks = 16;
+  shape.block_size = 16;
+  shape.kv_heads = 4;
+  shape.format = format(KvElement::int4, 64, 32);
+  const int tokens = 100;
+  const auto x = synthetic_kv(static_cast<std::size_t>(tokens) * shape.kv_heads, 64, 2, false);
+  std::vector<std::int64_t> slots(tokens);
+  const int blocks[] = {9, 3, 14, 0, 7, 11, 5};  // logical block i lives in physical block blocks[i]
+  for (int t = 0; t < tokens; ++t) slots[t] = blocks[t / 16] * 16 + t % 16;
+  std::vector<std::uint8_t> cache(shape.bytes(), 0xAB);
+  write_paged(x.data(), slots.data(), tokens, shape, cache.data());
+  std::vector<std::uint8_t> direct(shape.format.vector_bytes());
+  for (int t = 0; t < tokens; ++t) {
+    for (int h = 0; h < shape.kv_heads; ++h) {
+      quantize_vector(&x[(static_cast<std::size_t>(t) * shape.kv_heads + h) * 64], shape.format, direct.data());
+      const std::uint8_t* stored = cache.data() + shape.offset(blocks[t / 16], t % 16, h);
+      REQUIRE(std::equal(direct.begin(), direct.end(), stored));
+    }
+  }
+}
+
+TEST_CASE("decode attention matches the naive reference (fp16, int8, int4; GQA; head_dim 64/128/256)", "[unit]") {
+  for (int head_dim : {64, 128, 256}) {
+    for (KvElement e : {KvElement::fp16, KvElement::int8, KvElement::int4}) {
+      const int seqs = 3, kv_heads = 2, q_heads = 8, block_size = 16, max_blocks = 40;
+      const std::vector<std::int32_t> context = {1, 257, 600};
+      PagedShape shape{seqs * max_blocks, block_size, kv_heads, format(e, head_dim, 32)};
+      const int max_context = max_blocks * block_size;
+      const auto k = synthetic_kv(static_cast<std::size_t>(seqs) * max_context * kv_heads, head_dim, 3, true);
+      const auto v = synthetic_kv(static_cast<std::size_t>(seqs) * max_context * kv_heads, head_dim, 4, false);
+      const auto q = synthetic_kv(static_cast<std::size_t>(seqs) * q_heads, head_dim, 5, false);
+      std::vector<std::uint8_t> kc(shape.bytes()), vc(shape.bytes());
+      std::vector<std::int32_t> table(seqs * max_blocks);
+      for (int i = 0; i < seqs * max_blocks; ++i) table[i] = (i * 7) % (seqs * max_blocks);  // scattered blocks
+      // The reference sees what the cache holds: the dequantised values.
+      std::vector<float> kd(k.size()), vd(v.size());
+      for (int s = 0; s < seqs; ++s) {
+        std::vector<std::int64_t> slots(max_context);
+        for (int t = 0; t < max_context; ++t) slots[t] = table[s * max_blocks + t / block_size] * block_size + t % block_size;
+        const std::size_t base = static_cast<std::size_t>(s) * max_context * kv_heads * head_dim;
+        write_paged(&k[base], slots.data(), max_context, shape, kc.data());
+        write_paged(&v[base], slots.data(), max_context, shape, vc.data());
+        std::vector<std::uint8_t> tmp(shape.format.vector_bytes());
+        for (std::size_t i = 0; i < static_cast<std::size_t>(max_context) * kv_heads; ++i) {
+          quantize_vector(&k[base + i * head_dim], shape.format, tmp.data());
+          dequantize_vector(tmp.data(), shape.format, &kd[base + i * head_dim]);
+          quantize_vector(&v[base + i * head_dim], shape.format, tmp.data());
+          dequantize_vector(tmp.data(), shape.format, &vd[base + i * head_dim]);
+        }
+      }
+      const float scale = 1.f / std::sqrt(static_cast<float>(head_dim));
+      std::vector<float> out(static_cast<std::size_t>(seqs) * q_heads * head_dim), ref(out.size());
+      DecodeAttentionArgs a;
+      a.query = q.data();
+      a.k_cache = kc.data();
+      a.v_cache = vc.data();
+      a.block_tables = table.data();
+      a.context_lens = context.data();
+      a.out = out.data();
+      a.num_seqs = seqs;
+      a.q_heads = q_heads;
+      a.max_blocks_per_seq = max_blocks;
+      a.scale = scale;
+      a.shape = shape;
+      decode_attention(a);
+      reference_decode_attention(q.data(), kd.data(), vd.data(), context.data(), seqs, max_context, q_heads, kv_heads,
+                                 head_dim, scale, ref.data());
+      double worst = 0;
+      for (std::size_t i = 0; i < out.size(); ++i) worst = std::max(worst, static_cast<double>(std::fabs(out[i] - ref[i]) / (1 + std::fabs(ref[i]))));
+      INFO("head_dim " << head_dim << " bits " << shape.format.bits());
+      CHECK(worst < 1e-4);
+    }
+  }
+}
+
+TEST_CASE("launchers reject misuse with a clear error", "[unit]") {
+  DecodeAttentionArgs a;
+  float dummy = 0;
+  std::int32_t one = 1;
+  std::uint8_t byte = 0;
+  a.query = a.out = &dummy;
+  a.k_cache = a.v_cache = &byte;
+  a.block_tables = a.context_lens = &one;
+  a.num_seqs = 1;
+  a.q_heads = 6;
+  a.max_blocks_per_seq = 1;
+  a.scale = 1;
+  a.shape.kv_heads = 4;
+  a.shape.format = format(KvElement::int4);
+  CHECK_THROWS_WITH(validate(a), Catch::Contains("multiple of kv_heads"));
+  a.q_heads = 8;
+  a.shape.format.head_dim = 96;
+  CHECK_THROWS_WITH(validate(a), Catch::Contains("head_dim must be 64, 128 or 256"));
+  a.shape.format.head_dim = 128;
+  a.shape.format.group = 48;
+  CHECK_THROWS_WITH(validate(a), Catch::Contains("must divide head_dim"));
+}

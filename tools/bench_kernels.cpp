@@ -1,0 +1,267 @@
+// Benchmark (not a test): KV kernels' throughput as bytes moved per second and as a fraction of the
+// device's copy bandwidth measured in the same run (a STREAM-like copy on the CPU, a device-to-device
+// copy on the GPU), for contexts 1K-128K and batches 1-64, Llama-3-8B attention shape
+// (32 query heads, 8 KV heads, head_dim 128). Warm-up, then timed repeats (nccl-tests style).
+//   memtwin_kernels_bench [--device cpu|cuda] [--quick]
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/kv_kernels.h"
+#ifdef MEMTWIN_WITH_CUDA
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/kv_cuda.h"
+#endif
+
+using namespace memtwin::kernels;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr int kQHeads = 32, kKvHeads = 8, kHeadDim = 128, kBlock = 16;
+
+const char* name_of(KvElement e) {
+  switch (e) {
+    case KvElement::fp16: return "fp16";
+    case KvElement::int8: return "int8";
+    case KvElement::int4: return "int4";
+    case KvElement::int2: return "int2";
+  }
+  return "?";
+}
+
+template <class F>
+double seconds_per_run(F run, int warmup, int repeats) {
+  for (int i = 0; i < warmup; ++i) run();
+  const auto start = Clock::now();
+  for (int i = 0; i < repeats; ++i) run();
+  return std::chrono::duration<double>(Clock::now() - start).count() / repeats;
+}
+
+// A cache with `batch` sequences of `context` tokens, filled with random quantised vectors.
+struct Workload {
+  PagedShape shape;
+  std::vector<std::uint8_t> k, v;
+  std::vector<std::int32_t> table, context_lens;
+  std::vector<float> query, out;
+  int max_blocks = 0;
+  DecodeAttentionArgs args() {
+    DecodeAttentionArgs a;
+    a.query = query.data();
+    a.k_cache = k.data();
+    a.v_cache = v.data();
+    a.block_tables = table.data();
+    a.context_lens = context_lens.data();
+    a.out = out.data();
+    a.num_seqs = static_cast<int>(context_lens.size());
+    a.q_heads = kQHeads;
+    a.max_blocks_per_seq = max_blocks;
+    a.scale = 1.f / std::sqrt(static_cast<float>(kHeadDim));
+    a.shape = shape;
+    return a;
+  }
+  [[nodiscard]] double kv_bytes() const {
+    double tokens = 0;
+    for (int c : context_lens) tokens += c;
+    return 2 * tokens * kKvHeads * shape.format.vector_bytes();
+  }
+};
+
+Workload make_workload(KvElement e, int context, int batch) {
+  Workload w;
+  w.shape.format.element = e;
+  w.shape.format.head_dim = kHeadDim;
+  w.shape.kv_heads = kKvHeads;
+  w.shape.block_size = kBlock;
+  w.max_blocks = (context + kBlock - 1) / kBlock;
+  w.shape.num_blocks = w.max_blocks * batch;
+  w.k.resize(w.shape.bytes());
+  w.v.resize(w.shape.bytes());
+  // Random vectors, quantised once and tiled (filling gigabytes through the quantiser is slow).
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<float> x(static_cast<std::size_t>(kBlock) * kKvHeads * kHeadDim);
+  for (auto& f : x) f = normal(rng);
+  std::vector<std::int64_t> slots(kBlock);
+  for (int i = 0; i < kBlock; ++i) slots[i] = i;
+  std::vector<std::uint8_t> block(w.shape.block_stride());
+  PagedShape one = w.shape;
+  one.num_blocks = 1;
+  write_paged(x.data(), slots.data(), kBlock, one, block.data());
+  for (int b = 0; b < w.shape.num_blocks; ++b) {
+    std::memcpy(w.k.data() + b * w.shape.block_stride(), block.data(), block.size());
+    std::memcpy(w.v.data() + b * w.shape.block_stride(), block.data(), block.size());
+  }
+  w.table.resize(static_cast<std::size_t>(batch) * w.max_blocks);
+  for (std::size_t i = 0; i < w.table.size(); ++i) w.table[i] = static_cast<std::int32_t>(i);
+  w.context_lens.assign(batch, context);
+  w.query.resize(static_cast<std::size_t>(batch) * kQHeads * kHeadDim);
+  for (auto& f : w.query) f = normal(rng);
+  w.out.resize(w.query.size());
+  return w;
+}
+
+double cpu_copy_bandwidth() {
+  const std::size_t bytes = std::size_t{256} << 20;
+  std::vector<char> a(bytes, 1), b(bytes, 0);
+  const double t = seconds_per_run([&] { std::memcpy(b.data(), a.data(), bytes); }, 2, 5);
+  return 2.0 * bytes / t;  // read + write
+}
+
+void bench_cpu(bool quick) {
+  const double copy = cpu_copy_bandwidth();
+  std::printf("cpu copy bandwidth (memcpy 256 MiB, read+write): %.1f GB/s\n", copy / 1e9);
+  std::printf("%-6s %-5s %8s %6s %12s %10s %8s %10s\n", "device", "kv", "context", "batch", "time_us", "GB/s", "of_copy",
+              "vs_fp16");
+  for (int context : quick ? std::vector<int>{1024, 8192} : std::vector<int>{1024, 8192, 32768, 131072}) {
+    for (int batch : {1, 8}) {
+      double fp16_time = 0;
+      for (KvElement e : {KvElement::fp16, KvElement::int8, KvElement::int4}) {
+        const double bytes = 2.0 * context * batch * kKvHeads * (e == KvElement::fp16 ? 256 : e == KvElement::int8 ? 144 : 80);
+        if (bytes > 3e9) continue;  // this machine's memory
+        Workload w = make_workload(e, context, batch);
+        auto a = w.args();
+        const double t = seconds_per_run([&] { decode_attention(a); }, 1, quick ? 2 : 3);
+        if (e == KvElement::fp16) fp16_time = t;
+        std::printf("%-6s %-5s %8d %6d %12.1f %10.1f %7.0f%% %9.2fx\n", "cpu", name_of(e), context, batch, t * 1e6,
+                    w.kv_bytes() / t / 1e9, 100 * w.kv_bytes() / t / copy, fp16_time > 0 ? fp16_time / t : 0.0);
+      }
+    }
+  }
+  // Quantise throughput: bytes of fp32 input read plus quantised bytes written.
+  for (KvElement e : {KvElement::int8, KvElement::int4, KvElement::int2}) {
+    KvFormat f;
+    f.element = e;
+    const std::size_t vectors = 1 << 16;
+    std::vector<float> x(vectors * kHeadDim, 0.5f);
+    std::vector<std::uint8_t> out(vectors * f.vector_bytes());
+    const double t = seconds_per_run([&] {
+      for (std::size_t i = 0; i < vectors; ++i) quantize_vector(&x[i * kHeadDim], f, &out[i * f.vector_bytes()]);
+    }, 1, 3);
+    const double bytes = vectors * (kHeadDim * 4.0 + f.vector_bytes());
+    std::printf("cpu quantise %s: %.2f GB/s (%.0f%% of copy)\n", name_of(e), bytes / t / 1e9, 100 * bytes / t / copy);
+  }
+}
+
+#ifdef MEMTWIN_WITH_CUDA
+#define CUDA_OK(call)                                                                     \
+  do {                                                                                    \
+    cudaError_t e_ = (call);                                                              \
+    if (e_ != cudaSuccess) {                                                              \
+      std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(e_));             \
+      std::exit(1);                                                                       \
+    }                                                                                     \
+  } while (0)
+
+template <class F>
+double cuda_ms(F run, int warmup, int repeats) {
+  for (int i = 0; i < warmup; ++i) run();
+  cudaEvent_t a, b;
+  CUDA_OK(cudaEventCreate(&a));
+  CUDA_OK(cudaEventCreate(&b));
+  CUDA_OK(cudaEventRecord(a));
+  for (int i = 0; i < repeats; ++i) run();
+  CUDA_OK(cudaEventRecord(b));
+  CUDA_OK(cudaEventSynchronize(b));
+  float ms = 0;
+  CUDA_OK(cudaEventElapsedTime(&ms, a, b));
+  return ms / repeats;
+}
+
+template <class T>
+T* upload(const std::vector<T>& v) {
+  T* d = nullptr;
+  CUDA_OK(cudaMalloc(&d, v.size() * sizeof(T)));
+  CUDA_OK(cudaMemcpy(d, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return d;
+}
+
+void bench_cuda(bool quick) {
+  const std::size_t copy_bytes = std::size_t{2} << 30;
+  void *src, *dst;
+  CUDA_OK(cudaMalloc(&src, copy_bytes));
+  CUDA_OK(cudaMalloc(&dst, copy_bytes));
+  const double copy_ms = cuda_ms([&] { CUDA_OK(cudaMemcpyAsync(dst, src, copy_bytes, cudaMemcpyDeviceToDevice)); }, 3, 10);
+  const double copy = 2.0 * copy_bytes / (copy_ms * 1e-3);
+  CUDA_OK(cudaFree(src));
+  CUDA_OK(cudaFree(dst));
+  cudaDeviceProp prop;
+  CUDA_OK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("cuda device %s: copy bandwidth (device to device, read+write) %.1f GB/s\n", prop.name, copy / 1e9);
+  std::printf("%-6s %-5s %8s %6s %12s %10s %8s %10s\n", "device", "kv", "context", "batch", "time_us", "GB/s", "of_copy",
+              "vs_fp16");
+  for (int context : quick ? std::vector<int>{1024, 32768} : std::vector<int>{1024, 4096, 16384, 32768, 65536, 131072}) {
+    for (int batch : {1, 8, 64}) {
+      double fp16_ms = 0;
+      for (KvElement e : {KvElement::fp16, KvElement::int8, KvElement::int4, KvElement::int2}) {
+        const double bytes = 2.0 * context * batch * kKvHeads * (e == KvElement::fp16 ? 256 : e == KvElement::int8 ? 144 : e == KvElement::int4 ? 80 : 48);
+        if (bytes > 16e9) continue;  // host-side filling dominates past this
+        Workload w = make_workload(e, context, batch);
+        DecodeAttentionArgs a = w.args();
+        a.query = upload(w.query);
+        a.k_cache = upload(w.k);
+        a.v_cache = upload(w.v);
+        a.block_tables = upload(w.table);
+        a.context_lens = upload(w.context_lens);
+        float* out = nullptr;
+        CUDA_OK(cudaMalloc(&out, w.out.size() * sizeof(float)));
+        a.out = out;
+        const int split = 512;
+        void* ws = nullptr;
+        CUDA_OK(cudaMalloc(&ws, memtwin::kernels::cuda::workspace_bytes(a, split)));
+        const double ms = cuda_ms([&] { memtwin::kernels::cuda::decode_attention(a, ws, split); }, 3, 20);
+        if (e == KvElement::fp16) fp16_ms = ms;
+        std::printf("%-6s %-5s %8d %6d %12.1f %10.1f %7.0f%% %9.2fx\n", "cuda", name_of(e), context, batch, ms * 1e3,
+                    w.kv_bytes() / (ms * 1e-3) / 1e9, 100 * w.kv_bytes() / (ms * 1e-3) / copy,
+                    fp16_ms > 0 ? fp16_ms / ms : 0.0);
+        for (const void* p : {static_cast<const void*>(a.query), static_cast<const void*>(a.k_cache),
+                              static_cast<const void*>(a.v_cache), static_cast<const void*>(a.block_tables),
+                              static_cast<const void*>(a.context_lens), static_cast<const void*>(out),
+                              static_cast<const void*>(ws)}) {
+          CUDA_OK(cudaFree(const_cast<void*>(p)));
+        }
+      }
+    }
+  }
+}
+#endif
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string device = "cpu";
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--device" && i + 1 < argc) device = argv[++i];
+    else if (arg == "--quick") quick = true;
+    else {
+      std::fprintf(stderr, "usage: memtwin_kernels_bench [--device cpu|cuda] [--quick]\n");
+      return 2;
+    }
+  }
+  if (device == "cpu") {
+    bench_cpu(quick);
+    return 0;
+  }
+#ifdef MEMTWIN_WITH_CUDA
+  if (device == "cuda") {
+    bench_cuda(quick);
+    return 0;
+  }
+#endif
+  std::fprintf(stderr, "device '%s' is not available in this build (cpu%s)\n", device.c_str(),
+#ifdef MEMTWIN_WITH_CUDA
+               ", cuda"
+#else
+               ""
+#endif
+  );
+  return 2;
+}
