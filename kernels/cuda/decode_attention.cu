@@ -3,9 +3,10 @@
 // Kernel 1, grid (sequence, KV head, split), 128 threads: a warp scores several tokens at once,
 // each token's head_dim spread over LanesPerToken lanes that hold 8 dimensions each (one 16-byte
 // load of fp16, one 4-byte load of int4 codes). All query heads of the KV head's GQA group are
-// scored from one read of K and accumulate from one read of V, so KV bytes are read once. Chunks of
-// kChunk tokens go through shared memory with an online softmax. Kernel 2 combines the splits with
-// their (max, sum) statistics.
+// scored from one read of K and accumulate from one read of V, so KV bytes are read once. Each
+// token group runs its own online softmax over tiles of tokens (several loads in flight, no
+// barriers), and the groups merge once at the end. Kernel 2 combines the splits with their
+// (max, sum) statistics.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -20,7 +21,7 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
-constexpr int kChunk = 128;
+constexpr int kSplitMultiple = 64;
 constexpr int kMaxGroup = 8;
 constexpr int kDimsPerLane = 8;
 
@@ -28,11 +29,30 @@ void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
 }
 
-// Eight consecutive dimensions [d0, d0 + 8) of one cached vector, dequantised.
+// Where this lane's eight dimensions live inside one cached vector (constant per lane).
+struct LaneSlice {
+  int code_offset;   // bytes from the vector start to the lane's first code (fp16: to its first half)
+  int param_offset;  // quantised: bytes to its group's (scale, zero) pair
+};
+
 template <int BITS>
-__device__ __forceinline__ void load8(const std::uint8_t* vec, int d0, int group, float out[8]) {
+__host__ __device__ inline LaneSlice lane_slice(int d0, int group) {
+  if (BITS == 16) return {d0 * 2, 0};
+  const int group_bytes = group * BITS / 8 + 4;
+  const int g = d0 / group, within = d0 % group;
+  return {g * group_bytes + within * BITS / 8, g * group_bytes + group * BITS / 8};
+}
+
+// 2^23 + v as a float is exact for v < 2^23: OR-ing a code into the mantissa of 2^23 and
+// subtracting 2^23 converts it exactly with full-rate instructions instead of an integer-to-float
+// conversion.
+__device__ __forceinline__ float code_to_float(uint32_t code) { return __uint_as_float(0x4b000000u | code) - 8388608.f; }
+
+// Eight consecutive dimensions of one cached vector, dequantised.
+template <int BITS>
+__device__ __forceinline__ void load8(const std::uint8_t* vec, LaneSlice slice, float out[8]) {
   if constexpr (BITS == 16) {
-    const uint4 raw = *reinterpret_cast<const uint4*>(vec + d0 * 2);
+    const uint4 raw = *reinterpret_cast<const uint4*>(vec + slice.code_offset);
     const __half2* h = reinterpret_cast<const __half2*>(&raw);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -41,186 +61,233 @@ __device__ __forceinline__ void load8(const std::uint8_t* vec, int d0, int group
       out[2 * i + 1] = f.y;
     }
   } else {
-    const int group_bytes = group * BITS / 8 + 4;
-    const int g = d0 / group, within = d0 % group;
-    const std::uint8_t* base = vec + g * group_bytes;
-    const uint32_t params = *reinterpret_cast<const uint32_t*>(base + group * BITS / 8);
+    const uint32_t params = *reinterpret_cast<const uint32_t*>(vec + slice.param_offset);
     const float scale = __half2float(__ushort_as_half(static_cast<unsigned short>(params & 0xffff)));
     const float zero = __half2float(__ushort_as_half(static_cast<unsigned short>(params >> 16)));
-    const std::uint8_t* codes = base + within * BITS / 8;
+    const std::uint8_t* codes = vec + slice.code_offset;
     if constexpr (BITS == 4) {
       const uint32_t c = *reinterpret_cast<const uint32_t*>(codes);
 #pragma unroll
-      for (int i = 0; i < 8; ++i) out[i] = static_cast<float>((c >> (4 * i)) & 0xf) * scale + zero;
+      for (int i = 0; i < 8; ++i) out[i] = code_to_float((c >> (4 * i)) & 0xf) * scale + zero;
     } else if constexpr (BITS == 8) {
       const uint32_t lo = *reinterpret_cast<const uint32_t*>(codes);
       const uint32_t hi = *reinterpret_cast<const uint32_t*>(codes + 4);
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        out[i] = static_cast<float>((lo >> (8 * i)) & 0xff) * scale + zero;
-        out[4 + i] = static_cast<float>((hi >> (8 * i)) & 0xff) * scale + zero;
+        out[i] = code_to_float((lo >> (8 * i)) & 0xff) * scale + zero;
+        out[4 + i] = code_to_float((hi >> (8 * i)) & 0xff) * scale + zero;
       }
     } else {  // 2 bits
       const uint32_t c = *reinterpret_cast<const uint16_t*>(codes);
 #pragma unroll
-      for (int i = 0; i < 8; ++i) out[i] = static_cast<float>((c >> (2 * i)) & 0x3) * scale + zero;
+      for (int i = 0; i < 8; ++i) out[i] = code_to_float((c >> (2 * i)) & 0x3) * scale + zero;
     }
   }
 }
 
+// One lane's eight dimensions as loaded: raw bits plus the group's constants, dequantised element
+// by element where they are consumed, so a tile of tokens in flight costs few registers.
+template <int BITS>
+struct RawSlice;
+
+template <>
+struct RawSlice<16> {
+  uint4 bits;
+  __device__ __forceinline__ void load(const std::uint8_t* vec, LaneSlice s) {
+    bits = *reinterpret_cast<const uint4*>(vec + s.code_offset);
+  }
+  __device__ __forceinline__ void clear() { bits = make_uint4(0, 0, 0, 0); }
+  __device__ __forceinline__ float get(int i) const {
+    const uint32_t word = i < 2 ? bits.x : i < 4 ? bits.y : i < 6 ? bits.z : bits.w;
+    return __half2float(__ushort_as_half(static_cast<unsigned short>((i & 1) ? word >> 16 : word & 0xffff)));
+  }
+};
+
+template <int BITS>
+struct RawSlice {
+  // Codes of eight dimensions (BITS * 8 bits: one or two words) and the group's scale and zero.
+  uint32_t lo = 0, hi = 0;
+  float scale = 0, zero = 0;
+  __device__ __forceinline__ void load(const std::uint8_t* vec, LaneSlice s) {
+    const uint32_t params = *reinterpret_cast<const uint32_t*>(vec + s.param_offset);
+    scale = __half2float(__ushort_as_half(static_cast<unsigned short>(params & 0xffff)));
+    zero = __half2float(__ushort_as_half(static_cast<unsigned short>(params >> 16)));
+    const std::uint8_t* codes = vec + s.code_offset;
+    if constexpr (BITS == 8) {
+      lo = *reinterpret_cast<const uint32_t*>(codes);
+      hi = *reinterpret_cast<const uint32_t*>(codes + 4);
+    } else if constexpr (BITS == 4) {
+      lo = *reinterpret_cast<const uint32_t*>(codes);
+    } else {
+      lo = *reinterpret_cast<const uint16_t*>(codes);
+    }
+  }
+  __device__ __forceinline__ void clear() { lo = hi = 0; scale = zero = 0; }
+  __device__ __forceinline__ float get(int i) const {
+    uint32_t code;
+    if constexpr (BITS == 8) code = ((i < 4 ? lo : hi) >> (8 * (i & 3))) & 0xff;
+    else code = (lo >> (BITS * i)) & ((1u << BITS) - 1);
+    return code_to_float(code) * scale + zero;
+  }
+};
+
 struct Geometry {
   int block_size, kv_heads, group_size, max_blocks_per_seq, q_heads, splits, split_tokens;
+  int block_shift;  // block_size = 1 << block_shift (powers of two only: no division per token)
   std::size_t vector_bytes;
   float scale;
 };
 
-template <int HD, int BITS>
-__global__ void __launch_bounds__(kThreads) partial_kernel(
+template <int HD, int BITS, int GROUP>
+__global__ void __launch_bounds__(kThreads, 4) partial_kernel(
     const float* __restrict__ query,            // [num_seqs, q_heads, HD]
     const std::uint8_t* __restrict__ k_cache,   // [num_blocks, block_size, kv_heads, vector_bytes]
     const std::uint8_t* __restrict__ v_cache,   // same
     const std::int32_t* __restrict__ block_tables,  // [num_seqs, max_blocks_per_seq]
     const std::int32_t* __restrict__ context_lens,  // [num_seqs]
-    float* __restrict__ ws_acc,                 // [num_seqs, kv_heads, splits, group, HD]
-    float* __restrict__ ws_stats,               // [num_seqs, kv_heads, splits, group, 2] = (max, sum)
+    float* __restrict__ ws_acc,                 // [num_seqs, kv_heads, splits, kMaxGroup, HD]
+    float* __restrict__ ws_stats,               // [num_seqs, kv_heads, splits, kMaxGroup, 2] = (max, sum)
     Geometry geo) {
   constexpr int kLanesPerToken = HD / kDimsPerLane;
   constexpr int kTokensPerWarp = 32 / kLanesPerToken;
-  constexpr int kSlots = kWarps * kTokensPerWarp;
-  __shared__ float q_s[kMaxGroup][HD];
-  __shared__ float scores[kMaxGroup][kChunk];
-  __shared__ float reduce[kMaxGroup][kWarps];
-  __shared__ float acc_s[kSlots * kMaxGroup * HD / (kSlots > 8 ? 2 : 1)];  // see the reduction below
+  constexpr int kGroups = kWarps * kTokensPerWarp;  // token groups in the block
+  constexpr int kTile = 4;                           // tokens a token group has in flight
+  __shared__ float acc_s[kGroups][GROUP][HD];
+  __shared__ float m_s[kGroups][GROUP];
+  __shared__ float l_s[kGroups][GROUP];
 
   const int seq = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z;
-  const int group = geo.q_heads / geo.kv_heads;
+  const int group = geo.q_heads / geo.kv_heads;  // <= GROUP
   const int ctx = context_lens[seq];
   const int start = split * geo.split_tokens;
   const int end = min(ctx, start + geo.split_tokens);
-  const std::size_t out_index = (static_cast<std::size_t>(seq) * geo.kv_heads + kvh) * geo.splits + split;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int sub = lane / kLanesPerToken, part = lane % kLanesPerToken, d0 = part * kDimsPerLane;
+  const int tg = warp * kTokensPerWarp + sub;
+  const LaneSlice slice = lane_slice<BITS>(d0, geo.group_size);
+  const int block_mask = geo.block_size - 1;
 
-  for (int i = threadIdx.x; i < group * HD; i += kThreads) {
-    const int g = i / HD, d = i % HD;
-    q_s[g][d] = query[(static_cast<std::size_t>(seq) * geo.q_heads + kvh * group + g) * HD + d] * geo.scale;
-  }
-  float m_run[kMaxGroup], l_run[kMaxGroup], acc[kMaxGroup][kDimsPerLane];
+  // This lane's slice of every query head of the group, pre-scaled.
+  float q[GROUP][kDimsPerLane];
 #pragma unroll
-  for (int g = 0; g < kMaxGroup; ++g) {
-    m_run[g] = -INFINITY;
-    l_run[g] = 0;
+  for (int g = 0; g < GROUP; ++g) {
+    const int h = min(g, group - 1);
+#pragma unroll
+    for (int j = 0; j < kDimsPerLane; ++j) {
+      q[g][j] = query[(static_cast<std::size_t>(seq) * geo.q_heads + kvh * group + h) * HD + d0 + j] * geo.scale;
+    }
+  }
+  float m[GROUP], l[GROUP], acc[GROUP][kDimsPerLane];
+#pragma unroll
+  for (int g = 0; g < GROUP; ++g) {
+    m[g] = -INFINITY;
+    l[g] = 0;
 #pragma unroll
     for (int j = 0; j < kDimsPerLane; ++j) acc[g][j] = 0;
   }
-  __syncthreads();
   const std::size_t token_stride = static_cast<std::size_t>(geo.kv_heads) * geo.vector_bytes;
   const std::size_t block_stride = token_stride * geo.block_size;
-  auto vector_at = [&](const std::uint8_t* cache, int t) {
-    const int block = block_tables[static_cast<std::size_t>(seq) * geo.max_blocks_per_seq + t / geo.block_size];
-    return cache + block * block_stride + (t % geo.block_size) * token_stride + kvh * geo.vector_bytes;
+  const std::int32_t* table = block_tables + static_cast<std::size_t>(seq) * geo.max_blocks_per_seq;
+  auto offset_of = [&](int t) {
+    return static_cast<std::size_t>(table[t >> geo.block_shift]) * block_stride + (t & block_mask) * token_stride +
+           kvh * geo.vector_bytes;
   };
 
-  for (int chunk = start; chunk < end; chunk += kChunk) {
-    const int n = min(kChunk, end - chunk);
-    // Scores of the chunk's tokens for every query head of the group.
-    for (int base = warp * kTokensPerWarp; base < n; base += kSlots) {
-      const int i = base + sub;
-      const bool valid = i < n;
-      float k[kDimsPerLane];
-      if (valid) {
-        load8<BITS>(vector_at(k_cache, chunk + i), d0, geo.group_size, k);
+  // No barriers in the main loop: each token group keeps its own online softmax over the tokens
+  // it owns (a tile of kTile at a time, so that kTile K and V loads are in flight), and the
+  // groups are merged once at the end.
+  for (int base = start; base < end; base += kGroups * kTile) {
+    bool valid[kTile];
+    RawSlice<BITS> kr[kTile], vr[kTile];
+    float s[kTile][GROUP];
+#pragma unroll
+    for (int k = 0; k < kTile; ++k) {
+      const int t = base + k * kGroups + tg;
+      valid[k] = t < end;
+      if (valid[k]) {
+        const std::size_t offset = offset_of(t);
+        kr[k].load(k_cache + offset, slice);
+        vr[k].load(v_cache + offset, slice);
       } else {
-#pragma unroll
-        for (int j = 0; j < kDimsPerLane; ++j) k[j] = 0;
-      }
-#pragma unroll
-      for (int g = 0; g < kMaxGroup; ++g) {
-        if (g >= group) break;
-        float dot = 0;
-#pragma unroll
-        for (int j = 0; j < kDimsPerLane; ++j) dot += q_s[g][d0 + j] * k[j];
-#pragma unroll
-        for (int offset = kLanesPerToken / 2; offset > 0; offset /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, offset);
-        if (valid && part == 0) scores[g][i] = dot;
+        kr[k].clear();
+        vr[k].clear();
       }
     }
-    __syncthreads();
-    // Online softmax over the chunk: block-wide max, then exponentials and their sum.
-    for (int g = 0; g < group; ++g) {
-      float m = -INFINITY;
-      for (int i = threadIdx.x; i < n; i += kThreads) m = fmaxf(m, scores[g][i]);
-      for (int offset = 16; offset > 0; offset /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
-      if (lane == 0) reduce[g][warp] = m;
-    }
-    __syncthreads();
-    float m_new[kMaxGroup];
-    for (int g = 0; g < group; ++g) {
-      float m = reduce[g][0];
-      for (int w = 1; w < kWarps; ++w) m = fmaxf(m, reduce[g][w]);
-      m_new[g] = fmaxf(m_run[g], m);
-    }
-    __syncthreads();
-    for (int g = 0; g < group; ++g) {
-      float s = 0;
-      for (int i = threadIdx.x; i < n; i += kThreads) {
-        const float p = __expf(scores[g][i] - m_new[g]);
-        scores[g][i] = p;
-        s += p;
+#pragma unroll
+    for (int k = 0; k < kTile; ++k) {
+      float dot[GROUP];
+#pragma unroll
+      for (int g = 0; g < GROUP; ++g) dot[g] = 0;
+#pragma unroll
+      for (int j = 0; j < kDimsPerLane; ++j) {
+        const float kv = kr[k].get(j);
+#pragma unroll
+        for (int g = 0; g < GROUP; ++g) dot[g] += q[g][j] * kv;
       }
-      for (int offset = 16; offset > 0; offset /= 2) s += __shfl_xor_sync(0xffffffffu, s, offset);
-      if (lane == 0) reduce[g][warp] = s;
+#pragma unroll
+      for (int g = 0; g < GROUP; ++g) {
+#pragma unroll
+        for (int o = kLanesPerToken / 2; o > 0; o /= 2) dot[g] += __shfl_xor_sync(0xffffffffu, dot[g], o);
+        s[k][g] = valid[k] ? dot[g] : -INFINITY;
+      }
     }
-    __syncthreads();
-    for (int g = 0; g < group; ++g) {
-      float s = 0;
-      for (int w = 0; w < kWarps; ++w) s += reduce[g][w];
-      const float rescale = __expf(m_run[g] - m_new[g]);
-      l_run[g] = l_run[g] * rescale + s;
-      m_run[g] = m_new[g];
+#pragma unroll
+    for (int g = 0; g < GROUP; ++g) {
+      float tile_max = s[0][g];
+#pragma unroll
+      for (int k = 1; k < kTile; ++k) tile_max = fmaxf(tile_max, s[k][g]);
+      const float m_new = fmaxf(m[g], tile_max);
+      const float rescale = m_new == -INFINITY ? 1.f : __expf(m[g] - m_new);
+      l[g] *= rescale;
 #pragma unroll
       for (int j = 0; j < kDimsPerLane; ++j) acc[g][j] *= rescale;
+#pragma unroll
+      for (int k = 0; k < kTile; ++k) {
+        s[k][g] = m_new == -INFINITY ? 0.f : __expf(s[k][g] - m_new);  // the probability, in place
+        l[g] += s[k][g];
+      }
+      m[g] = m_new;
     }
-    // Weighted sum of the chunk's V vectors.
-    for (int base = warp * kTokensPerWarp; base < n; base += kSlots) {
-      const int i = base + sub;
-      if (i >= n) continue;
-      float v[kDimsPerLane];
-      load8<BITS>(vector_at(v_cache, chunk + i), d0, geo.group_size, v);
 #pragma unroll
-      for (int g = 0; g < kMaxGroup; ++g) {
-        if (g >= group) break;
-        const float p = scores[g][i];
+    for (int k = 0; k < kTile; ++k) {
 #pragma unroll
-        for (int j = 0; j < kDimsPerLane; ++j) acc[g][j] += p * v[j];
+      for (int j = 0; j < kDimsPerLane; ++j) {
+        const float vv = vr[k].get(j);
+#pragma unroll
+        for (int g = 0; g < GROUP; ++g) acc[g][j] += s[k][g] * vv;
       }
     }
-    __syncthreads();  // the next chunk overwrites the scores
   }
 
-  // Sum the accumulators of all token slots (warps and sub-warp token groups), half the slots
-  // at a time when they would not fit in shared memory at once.
-  constexpr int kSlotsAtOnce = kSlots > 8 ? kSlots / 2 : kSlots;
-  const int slot = warp * kTokensPerWarp + sub;
-  float* out_acc = ws_acc + out_index * kMaxGroup * HD;
-  for (int round = 0; round < kSlots / kSlotsAtOnce; ++round) {
-    const int local = slot - round * kSlotsAtOnce;
-    if (local >= 0 && local < kSlotsAtOnce) {
-      for (int g = 0; g < group; ++g)
+  // Merge the token groups: rescale each to the block's maximum and add.
 #pragma unroll
-        for (int j = 0; j < kDimsPerLane; ++j) acc_s[(local * kMaxGroup + g) * HD + d0 + j] = acc[g][j];
+  for (int g = 0; g < GROUP; ++g) {
+#pragma unroll
+    for (int j = 0; j < kDimsPerLane; ++j) acc_s[tg][g][d0 + j] = acc[g][j];
+    if (part == 0) {
+      m_s[tg][g] = m[g];
+      l_s[tg][g] = l[g];
     }
-    __syncthreads();
-    for (int e = threadIdx.x; e < group * HD; e += kThreads) {
-      float sum = 0;
-      for (int s = 0; s < kSlotsAtOnce; ++s) sum += acc_s[s * kMaxGroup * HD + e];
-      out_acc[e] = (round == 0 ? 0.f : out_acc[e]) + sum;
-    }
-    __syncthreads();
   }
-  if (threadIdx.x < group) {
-    ws_stats[(out_index * kMaxGroup + threadIdx.x) * 2] = m_run[threadIdx.x];
-    ws_stats[(out_index * kMaxGroup + threadIdx.x) * 2 + 1] = l_run[threadIdx.x];
+  __syncthreads();
+  const std::size_t out_index = (static_cast<std::size_t>(seq) * geo.kv_heads + kvh) * geo.splits + split;
+  for (int e = threadIdx.x; e < group * HD; e += kThreads) {
+    const int g = e / HD, d = e % HD;
+    float mx = -INFINITY;
+    for (int i = 0; i < kGroups; ++i) mx = fmaxf(mx, m_s[i][g]);
+    float sum = 0, norm = 0;
+    if (mx != -INFINITY) {
+      for (int i = 0; i < kGroups; ++i) {
+        const float w = __expf(m_s[i][g] - mx);
+        sum += w * acc_s[i][g][d];
+        norm += w * l_s[i][g];
+      }
+    }
+    ws_acc[(out_index * kMaxGroup + g) * HD + d] = sum;
+    if (d == 0) {
+      ws_stats[(out_index * kMaxGroup + g) * 2] = mx;
+      ws_stats[(out_index * kMaxGroup + g) * 2 + 1] = norm;
+    }
   }
 }
 
@@ -240,6 +307,7 @@ __global__ void combine_kernel(const float* __restrict__ ws_acc, const float* __
     float num = 0, den = 0;
     for (int s = 0; s < used; ++s) {
       const std::size_t idx = (static_cast<std::size_t>(seq) * geo.kv_heads + kvh) * geo.splits + s;
+      if (ws_stats[(idx * kMaxGroup + g) * 2] == -INFINITY) continue;
       const float w = __expf(ws_stats[(idx * kMaxGroup + g) * 2] - m);
       den += w * ws_stats[(idx * kMaxGroup + g) * 2 + 1];
       num += w * ws_acc[(idx * kMaxGroup + g) * hd + d];
@@ -248,10 +316,21 @@ __global__ void combine_kernel(const float* __restrict__ ws_acc, const float* __
   }
 }
 
+template <int HD, int BITS, int GROUP>
+void launch_group(const DecodeAttentionArgs& a, float* acc, float* stats, const Geometry& geo) {
+  dim3 grid(a.num_seqs, a.shape.kv_heads, geo.splits);
+  partial_kernel<HD, BITS, GROUP><<<grid, kThreads>>>(a.query, a.k_cache, a.v_cache, a.block_tables, a.context_lens, acc,
+                                                      stats, geo);
+}
+
+// The GQA group size as a template parameter (registers sized to it), rounded up to 1, 2, 4 or 8.
 template <int HD, int BITS>
 void launch_partial(const DecodeAttentionArgs& a, float* acc, float* stats, const Geometry& geo) {
-  dim3 grid(a.num_seqs, a.shape.kv_heads, geo.splits);
-  partial_kernel<HD, BITS><<<grid, kThreads>>>(a.query, a.k_cache, a.v_cache, a.block_tables, a.context_lens, acc, stats, geo);
+  const int group = a.q_heads / a.shape.kv_heads;
+  if (group <= 1) launch_group<HD, BITS, 1>(a, acc, stats, geo);
+  else if (group <= 2) launch_group<HD, BITS, 2>(a, acc, stats, geo);
+  else if (group <= 4) launch_group<HD, BITS, 4>(a, acc, stats, geo);
+  else launch_group<HD, BITS, 8>(a, acc, stats, geo);
 }
 
 template <int HD>
@@ -285,12 +364,17 @@ void decode_attention(const DecodeAttentionArgs& a, void* workspace, int split_t
   if (a.shape.format.quantized() && a.shape.format.group % kDimsPerLane != 0) {
     throw std::invalid_argument("decode_attention (CUDA): the quantisation group must be a multiple of 8");
   }
-  if (split_tokens <= 0 || split_tokens % kChunk != 0) {
-    throw std::invalid_argument("decode_attention (CUDA): split_tokens must be a positive multiple of " + std::to_string(kChunk));
+  if (split_tokens <= 0 || split_tokens % kSplitMultiple != 0) {
+    throw std::invalid_argument("decode_attention (CUDA): split_tokens must be a positive multiple of " +
+                                std::to_string(kSplitMultiple));
   }
   if (!workspace) throw std::invalid_argument("decode_attention (CUDA): workspace is null");
+  const int bs = a.shape.block_size;
+  if ((bs & (bs - 1)) != 0) throw std::invalid_argument("decode_attention (CUDA): block_size must be a power of two");
+  int shift = 0;
+  while ((1 << shift) < bs) ++shift;
   Geometry geo{a.shape.block_size, a.shape.kv_heads, a.shape.format.group, a.max_blocks_per_seq, a.q_heads,
-               splits_for(a, split_tokens), split_tokens, a.shape.format.vector_bytes(), a.scale};
+               splits_for(a, split_tokens), split_tokens, shift, a.shape.format.vector_bytes(), a.scale};
   const int hd = a.shape.format.head_dim;
   const std::size_t units = static_cast<std::size_t>(a.num_seqs) * a.shape.kv_heads * geo.splits * kMaxGroup;
   float* acc = static_cast<float*>(workspace);
