@@ -9,6 +9,9 @@
 #include "models/memory/training_memory.h"
 #include "models/plan/training_plan.h"
 #include "models/unit_parse.h"
+#include "models/memory/serving_memory.h"
+#include "sim/serving_report.h"
+#include "sim/serving_simulation.h"
 #include "sim/step_simulation.h"
 #include "sim/trace_writer.h"
 
@@ -22,12 +25,30 @@ std::string hex(std::uint64_t v) {
 }
 
 class SimBackend final : public Backend {
+  RunResult run_serving(const Scenario& s) {
+    RunResult r;
+    r.backend = name();
+    r.metrics["model"] = model_report(s);
+    const ServingMemory memory = serving_memory(s);
+    add_serving_memory(r.metrics, r.notes, s, memory);
+    r.fits = memory.fits;
+    if (!memory.fits) return r;  // nothing to serve: the memory result says why
+    const sim::ServingSimulation run = sim::simulate_serving(s);
+    sim::add_serving_results(r.metrics, r.notes, s, run);
+    r.metrics["simulated"] = {{"replicas", s.inference->serving.replicas}, {"iterations", run.iterations},
+                              {"requests", static_cast<std::int64_t>(run.requests.size())}};
+    r.files["requests.csv"] = sim::requests_csv(run);
+    return r;
+  }
+
  public:
   std::string name() const override { return "sim"; }
-  std::string summary() const override { return "SimGrid discrete-event simulation of one training step"; }
+  std::string summary() const override {
+    return "SimGrid discrete-event simulation: one training step, or a serving run under its request load";
+  }
 
   RunResult run(const Scenario& s) override {
-    if (!s.training) throw Unsupported("the sim backend simulates training steps; serving simulation is not built yet (use --backend analytic)");
+    if (!s.training) return run_serving(s);
     const Plan plan = build_training_plan(s);
     const sim::StepSimulation step = sim::simulate_step(s, plan);
     RunResult r;

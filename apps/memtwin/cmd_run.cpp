@@ -38,7 +38,7 @@ int cmd_run(const Args& args) {
   std::string backends;
   for (const auto& n : backend_names()) backends += (backends.empty() ? "" : ", ") + n;
   options.add_options()
-      ("backend", po::value<std::string>()->default_value(default_backend()), ("backend to run: " + backends + " (auto: sim for training, analytic for serving)").c_str())
+      ("backend", po::value<std::string>()->default_value(default_backend()), ("backend to run: " + backends + " (auto: sim)").c_str())
       ("json", po::bool_switch(), "print exactly one JSON document (memtwin.result/1) on stdout")
       ("out", po::value<std::string>(), "directory for output files (result.json, ...)");
   auto vm = parse_args(args, options, positional,

@@ -132,6 +132,10 @@ void apply_override(YAML::Node root, const std::string& spec, std::map<std::stri
     YAML::Node next = cursor[parts[i]];
     cursor.reset(next);
   }
+  if (value.IsNull()) {
+    cursor.remove(parts.back());  // `--set key=null` removes the key (back to its default)
+    return;
+  }
   cursor[parts.back()] = value;
   origins[path] = where;
 }

@@ -162,9 +162,9 @@ TEST_CASE("run with an output directory writes the result, a Perfetto trace and 
 }
 
 TEST_CASE("backends refuse what they cannot run, with exit code 2", "[unit]") {
-  auto r = run_memtwin({"run", source_path("scenarios/serving/llama3-8b-h100-fp16-kv.yaml"), "--backend", "sim"});
+  auto r = run_memtwin({"run", source_path("scenarios/training/llama3.1-405b-16k-h100.yaml"), "--backend", "sim"});
   CHECK(r.exit_code == 2);
-  CHECK_THAT(r.err, Catch::Contains("serving simulation is not built yet"));
+  CHECK_THAT(r.err, Catch::Contains("interleaved pipeline schedule") && Catch::Contains("--backend analytic"));
 }
 
 TEST_CASE("fast fidelity simulates two nodes and predicts the full cluster's step", "[unit]") {

@@ -1,0 +1,44 @@
+#pragma once
+// The requests of a serving workload: arrival times and lengths drawn from the scenario's
+// distributions with the scenario's seed (own samplers, so the stream is the same on every
+// platform), or read from a trace CSV. Closed-loop workloads yield lengths only; the engine issues
+// the next request when one completes.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "models/scenario.h"
+
+namespace memtwin {
+
+struct Request {
+  std::int64_t id = 0;
+  double arrival_s = 0;
+  int prompt_tokens = 0;
+  int output_tokens = 0;
+};
+
+/// A deterministic 64-bit generator (SplitMix64) with the samplers the workload needs.
+class Sampler {
+ public:
+  explicit Sampler(std::uint64_t seed) : state_(seed) {}
+  std::uint64_t next();
+  double uniform();                  ///< [0, 1)
+  double exponential(double mean);
+  double normal(double mean, double std);
+  double gamma(double shape, double scale);  ///< Marsaglia-Tsang
+
+ private:
+  std::uint64_t state_;
+};
+
+/// All requests of an open-loop workload, or `count` requests with arrival 0 for closed loop.
+/// Lengths are clamped to [1, max_model_len - 1] prompt and at least 1 output token.
+std::vector<Request> generate_requests(const Inference& inference, std::uint64_t seed);
+
+/// Reads a trace CSV: a header, then `arrival_s` (or `timestamp`, rebased to the first),
+/// `prompt_tokens` (or `ContextTokens`), `output_tokens` (or `GeneratedTokens`). Throws
+/// std::runtime_error naming the file and line on a malformed row.
+std::vector<Request> read_trace(const std::string& path);
+
+}  // namespace memtwin

@@ -1,0 +1,95 @@
+#include "sim/serving_report.h"
+
+#include <algorithm>
+#include <numeric>
+#include <sstream>
+
+namespace memtwin::sim {
+namespace {
+
+nlohmann::ordered_json summary(std::vector<double> values) {
+  nlohmann::ordered_json out;
+  if (values.empty()) return nullptr;
+  std::sort(values.begin(), values.end());
+  auto pct = [&](double p) {  // nearest rank
+    const std::size_t rank = static_cast<std::size_t>(std::ceil(p / 100.0 * values.size()));
+    return values[std::min(values.size() - 1, rank == 0 ? 0 : rank - 1)];
+  };
+  out["mean"] = std::accumulate(values.begin(), values.end(), 0.0) / values.size();
+  out["p50"] = pct(50);
+  out["p90"] = pct(90);
+  out["p99"] = pct(99);
+  return out;
+}
+
+}  // namespace
+
+void add_serving_results(nlohmann::ordered_json& metrics, std::vector<std::string>& notes, const Scenario& s,
+                         const ServingSimulation& run) {
+  std::vector<double> ttft, tpot, e2e;
+  std::int64_t completed = 0, output_tokens = 0, good = 0;
+  const SloSpec& slo = s.inference->slo;
+  for (const auto& r : run.requests) {
+    if (r.finish_s < 0) continue;
+    ++completed;
+    output_tokens += r.output_tokens;
+    const double first = r.first_token_s - r.arrival_s;
+    const double per_token = r.output_tokens > 1 ? (r.finish_s - r.first_token_s) / (r.output_tokens - 1) : 0.0;
+    ttft.push_back(first);
+    if (r.output_tokens > 1) tpot.push_back(per_token);
+    e2e.push_back(r.finish_s - r.arrival_s);
+    const bool meets = (!slo.ttft_p99 || first <= slo.ttft_p99->value()) && (!slo.tpot_p99 || per_token <= slo.tpot_p99->value()) &&
+                       (!slo.e2e_p99 || r.finish_s - r.arrival_s <= slo.e2e_p99->value());
+    good += meets;
+  }
+  const double duration = run.makespan_s > 0 ? run.makespan_s : 1;
+  metrics["latency_s"] = {{"ttft", summary(ttft)}, {"tpot", summary(tpot)}, {"itl", summary(run.inter_token_s)},
+                          {"e2e", summary(e2e)}};
+  metrics["throughput"] = {{"requests_per_s", completed / duration}, {"output_tokens_per_s", output_tokens / duration}};
+  metrics["goodput"] = {{"requests_per_s", good / duration}, {"fraction_meeting_slo", completed ? double(good) / completed : 0.0}};
+  std::int64_t preempted = 0, swapped = 0;
+  for (const auto& r : run.requests) {
+    preempted += r.preemptions > 0;
+    swapped += r.swaps > 0;
+  }
+  metrics["requests"] = {{"total", static_cast<std::int64_t>(run.requests.size())}, {"completed", completed},
+                         {"preempted", preempted}, {"swapped", swapped}, {"rejected", run.rejected},
+                         {"preemptions", run.preemptions}, {"iterations", run.iterations}};
+  metrics["kv_cache"]["peak_utilization"] =
+      run.capacity_blocks > 0 ? static_cast<double>(run.peak_blocks_used) / run.capacity_blocks : 0.0;
+  metrics["tiers"] = {{"host_swap_bytes", run.swap_bytes}};
+  // An open-loop load above capacity: completions fall behind arrivals while requests arrive, and
+  // the queue drains long after the last one.
+  if (s.inference->workload.arrival != Arrival::closed_loop && run.last_arrival_s > 0 && completed > 0) {
+    const double offered = static_cast<double>(run.requests.size()) / run.last_arrival_s;
+    std::int64_t within = 0;
+    for (const auto& r : run.requests) within += r.finish_s >= 0 && r.finish_s <= run.last_arrival_s;
+    const double served_while_arriving = within / run.last_arrival_s;
+    const double drain = run.makespan_s - run.last_arrival_s;
+    const bool sustainable = served_while_arriving >= 0.9 * offered;
+    metrics["load"] = {{"offered_requests_per_s", offered}, {"served_requests_per_s_while_arriving", served_while_arriving},
+                       {"drain_after_last_arrival_s", drain}, {"sustainable", sustainable}};
+    if (!sustainable) {
+      notes.push_back("the load is unsustainable: " + std::to_string(offered) + " requests/s offered, " +
+                      std::to_string(served_while_arriving) + " served while they arrived; the queue kept growing and "
+                      "took " + std::to_string(drain) + " s to drain after the last arrival");
+    }
+  }
+  if (run.rejected > 0) {
+    notes.push_back(std::to_string(run.rejected) + " requests were rejected: their prompts never fit in the KV cache");
+  }
+}
+
+std::string requests_csv(const ServingSimulation& run) {
+  std::ostringstream out;
+  out.precision(9);
+  out << "id,replica,arrival_s,prompt_tokens,output_tokens,first_token_s,finish_s,ttft_s,e2e_s,preemptions,swaps\n";
+  for (const auto& r : run.requests) {
+    out << r.id << "," << r.replica << "," << r.arrival_s << "," << r.prompt_tokens << "," << r.output_tokens << ","
+        << r.first_token_s << "," << r.finish_s << "," << (r.first_token_s - r.arrival_s) << ","
+        << (r.finish_s - r.arrival_s) << "," << r.preemptions << "," << r.swaps << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace memtwin::sim

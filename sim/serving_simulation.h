@@ -1,0 +1,39 @@
+#pragma once
+// Serving on SimGrid: a router actor releases requests at their arrival times to replica actors;
+// each replica runs vLLM-style continuous batching — decodes first, then (chunked) prefills within
+// max_num_batched_tokens and max_num_seqs, paged KV blocks sized by the scenario's compressor with
+// a 1% free-block watermark on admission, preemption of the newest sequence (recompute, or swap to
+// host over PCIe) when the cache runs out — and sleeps each iteration's roofline time
+// (models/serving/iteration_cost.h). Requests are data inside the actors, not actors.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "models/scenario.h"
+
+namespace memtwin::sim {
+
+struct RequestRecord {
+  std::int64_t id = 0;
+  int replica = 0;
+  int prompt_tokens = 0, output_tokens = 0;
+  double arrival_s = 0, first_token_s = -1, finish_s = -1;
+  int preemptions = 0, swaps = 0;
+};
+
+struct ServingSimulation {
+  std::vector<RequestRecord> requests;  ///< in id order
+  std::vector<double> inter_token_s;    ///< every gap between consecutive output tokens
+  double makespan_s = 0;
+  double last_arrival_s = 0;
+  std::int64_t peak_blocks_used = 0;
+  std::int64_t capacity_blocks = 0;
+  std::int64_t preemptions = 0, swaps = 0, rejected = 0;
+  std::int64_t iterations = 0;
+  std::vector<std::pair<double, double>> kv_utilization;  ///< replica 0: (time, used / capacity)
+  double swap_bytes = 0;
+};
+
+ServingSimulation simulate_serving(const Scenario& scenario);
+
+}  // namespace memtwin::sim

@@ -1,0 +1,163 @@
+// The serving simulation (sim backend, inference scenarios), driven as subprocesses.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "models/scenario_loader.h"
+#include "models/serving/iteration_cost.h"
+#include "tests/test_support.h"
+
+using namespace memtwin;
+using test::run_memtwin;
+using test::source_path;
+
+namespace {
+
+const std::string kFp16 = "scenarios/serving/llama3-8b-h100-fp16-kv.yaml";
+
+nlohmann::json serve(const std::string& file, const std::vector<std::string>& sets, const std::string& out_dir = "") {
+  std::vector<std::string> args = {"run", source_path(file), "--backend", "sim", "--json"};
+  if (!out_dir.empty()) {
+    args.push_back("--out");
+    args.push_back(out_dir);
+  }
+  for (const auto& s : sets) {
+    args.push_back("--set");
+    args.push_back(s);
+  }
+  auto r = run_memtwin(args);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  return nlohmann::json::parse(r.out);
+}
+
+struct Row {
+  double arrival, first, finish;
+};
+
+std::vector<Row> read_requests(const std::string& dir) {
+  std::ifstream in(dir + "/requests.csv");
+  std::string line;
+  std::getline(in, line);
+  std::vector<Row> rows;
+  while (std::getline(in, line)) {
+    std::stringstream ss(line);
+    std::vector<double> v;
+    for (std::string cell; std::getline(ss, cell, ',');) v.push_back(std::stod(cell));
+    rows.push_back({v[2], v[5], v[6]});
+  }
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE("an idle system: TTFT is one prefill, TPOT one decode step", "[unit]") {
+  const std::vector<std::string> sets = {"inference.workload.rate=0.05/s", "inference.workload.requests=4",
+                                         "inference.workload.prompt_tokens=1000", "inference.workload.output_tokens=20"};
+  auto doc = serve(kFp16, sets);
+  const Scenario s = load_scenario_file(source_path(kFp16), sets).scenario;
+  const IterationModel model(s);
+  CHECK(doc["latency_s"]["ttft"]["p50"].get<double>() == Approx(model.prefill_alone(1000)).epsilon(1e-6));
+  // Decoding reads the context as it grows from 1001 to 1019 tokens: within a hair of one step at 1010.
+  CHECK(doc["latency_s"]["tpot"]["p50"].get<double>() == Approx(model.decode_alone(1010)).epsilon(1e-3));
+}
+
+TEST_CASE("a sustainable open loop serves what arrives (Little's law on the simulated queue)", "[unit]") {
+  const std::string dir = "/tmp/memtwin-test-serving-little";
+  auto doc = serve(kFp16, {"inference.workload.rate=15/s", "inference.workload.requests=1500"}, dir);
+  REQUIRE(doc["load"]["sustainable"] == true);
+  const double offered = doc["load"]["offered_requests_per_s"];
+  const auto rows = read_requests(dir);
+  // In steady state the departure rate equals the arrival rate, and the time-average number in the
+  // system (integrated from the per-request records) equals arrival rate x mean time in system.
+  const double window_end = rows.back().arrival;
+  double in_system = 0, sum_w = 0;
+  int n = 0;
+  for (const auto& r : rows) {
+    REQUIRE(r.arrival <= r.first);
+    REQUIRE(r.first <= r.finish);
+    in_system += std::max(0.0, std::min(r.finish, window_end) - r.arrival);
+    if (r.arrival < window_end * 0.8) {
+      sum_w += r.finish - r.arrival;
+      ++n;
+    }
+  }
+  const double L = in_system / window_end;
+  const double W = sum_w / n;
+  CHECK(L == Approx(offered * W).epsilon(0.05));
+}
+
+TEST_CASE("past saturation latency grows and the result says the load was unsustainable", "[unit]") {
+  double previous = 0;
+  for (const char* rate : {"10/s", "25/s", "60/s"}) {
+    auto doc = serve(kFp16, {std::string("inference.workload.rate=") + rate, "inference.workload.requests=1500"});
+    const double p99 = doc["latency_s"]["ttft"]["p99"];
+    CHECK(p99 > previous);
+    previous = p99;
+    if (std::string(rate) == "60/s") {
+      CHECK(doc["load"]["sustainable"] == false);
+      bool noted = false;
+      for (const auto& n : doc["notes"]) noted = noted || n.get<std::string>().find("unsustainable") != std::string::npos;
+      CHECK(noted);
+    }
+  }
+}
+
+TEST_CASE("serving results are deterministic for a seed", "[unit]") {
+  auto a = run_memtwin({"run", source_path(kFp16), "--backend", "sim", "--json"});
+  auto b = run_memtwin({"run", source_path(kFp16), "--backend", "sim", "--json"});
+  CHECK(a.out == b.out);
+  auto c = run_memtwin({"run", source_path(kFp16), "--backend", "sim", "--json", "--set", "seed=2"});
+  CHECK(a.out != c.out);
+}
+
+TEST_CASE("a small KV pool preempts and still completes every request; compression relieves it", "[unit]") {
+  const std::vector<std::string> tight = {"inference.kv_cache.memory=3GiB", "inference.workload.rate=20/s",
+                                          "inference.workload.requests=400",
+                                          "inference.workload.prompt_tokens={dist: fixed, value: 2048}",
+                                          "inference.workload.output_tokens={dist: fixed, value: 512}"};
+  auto fp16 = serve(kFp16, tight);
+  CHECK(fp16["requests"]["completed"] == 400);
+  CHECK(fp16["requests"]["preemptions"].get<int>() > 0);
+  auto kivi = serve("scenarios/serving/llama3-8b-h100-kivi4-kv.yaml", tight);
+  CHECK(kivi["requests"]["completed"] == 400);
+  CHECK(kivi["requests"]["preemptions"].get<int>() < fp16["requests"]["preemptions"].get<int>());
+  CHECK(kivi["throughput"]["output_tokens_per_s"].get<double>() > fp16["throughput"]["output_tokens_per_s"].get<double>());
+  auto swap = serve(kFp16, [&] {
+    auto s = tight;
+    s.push_back("inference.serving.preemption=swap");
+    return s;
+  }());
+  CHECK(swap["requests"]["completed"] == 400);
+  CHECK(swap["tiers"]["host_swap_bytes"].get<double>() > 0);
+}
+
+TEST_CASE("closed loop keeps the concurrency; a trace replays its arrivals", "[unit]") {
+  const std::string dir = "/tmp/memtwin-test-serving-closed";
+  serve(kFp16, {"inference.workload.arrival=closed_loop", "inference.workload.concurrency=8",
+                "inference.workload.requests=100", "inference.workload.rate=null"}, dir);
+  const auto rows = read_requests(dir);
+  for (const auto& r : rows) {
+    int in_system = 0;
+    for (const auto& o : rows) in_system += o.arrival <= r.arrival && o.finish > r.arrival;
+    CHECK(in_system <= 8);
+  }
+  const std::string trace = "/tmp/memtwin-test-trace.csv";
+  std::ofstream(trace) << "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                          "2023-11-16 18:15:46.6805900,374,44\n"
+                          "2023-11-16 18:15:50.9951690,396,109\n"
+                          "2023-11-16 18:15:51.5000000,879,5\n";
+  const std::string tdir = "/tmp/memtwin-test-serving-trace";
+  auto doc = serve(kFp16, {"inference.workload.trace=" + trace, "inference.workload.prompt_tokens=null",
+                           "inference.workload.output_tokens=null", "inference.workload.rate=null",
+                           "inference.workload.requests=null", "inference.workload.arrival=null"}, tdir);
+  CHECK(doc["requests"]["completed"] == 3);
+  const auto trows = read_requests(tdir);
+  CHECK(trows[0].arrival == Approx(0.0).margin(1e-9));
+  CHECK(trows[1].arrival == Approx(4.314579).epsilon(1e-6));
+}
