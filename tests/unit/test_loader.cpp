@@ -123,7 +123,7 @@ TEST_CASE("loading is deterministic", "[unit]") {
   CHECK(a.resolved.dump() == b.resolved.dump());
 }
 
-TEST_CASE("--set key=null removes a key, back to its default", "[unit]") {
+TEST_CASE("a null override removes a key, back to its default", "[unit]") {
   LoadedScenario l = load_scenario_file(test::source_path("scenarios/quickstart.yaml"), {"training.micro_batch=null"});
   CHECK(l.scenario.training->micro_batch == 1);  // the schema's default
   CHECK(l.resolved["training"]["micro_batch"] == 1);
