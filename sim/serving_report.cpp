@@ -43,7 +43,8 @@ void add_serving_results(nlohmann::ordered_json& metrics, std::vector<std::strin
     good += meets;
   }
   const double duration = run.makespan_s > 0 ? run.makespan_s : 1;
-  metrics["latency_s"] = {{"ttft", summary(ttft)}, {"tpot", summary(tpot)}, {"itl", summary(run.inter_token_s)},
+  metrics["latency_s"] = {{"ttft", summary(ttft)}, {"tpot", summary(tpot)},
+                          {"itl", summary(std::vector<double>(run.inter_token_s.begin(), run.inter_token_s.end()))},
                           {"e2e", summary(e2e)}};
   metrics["throughput"] = {{"requests_per_s", completed / duration}, {"output_tokens_per_s", output_tokens / duration}};
   metrics["goodput"] = {{"requests_per_s", good / duration}, {"fraction_meeting_slo", completed ? double(good) / completed : 0.0}};

@@ -33,7 +33,8 @@ class Replica {
  public:
   Replica(int index, const Scenario& s, const IterationModel& model, const KvCompressor& kv, ServingSimulation& out,
           std::int64_t capacity_blocks, double block_bytes)
-      : index_(index), s_(s), model_(model), kv_(kv), out_(out), capacity_(capacity_blocks), block_bytes_(block_bytes) {}
+      : index_(index), s_(s), model_(model), kv_(kv), out_(out), capacity_(capacity_blocks), block_bytes_(block_bytes),
+        last_token_(out.requests.size(), 0.0) {}
 
   void enqueue(std::size_t record, int prompt) {
     waiting_.push_back(Sequence{record, prompt, 0, 0, 0, false});
@@ -214,7 +215,7 @@ class Replica {
     if (r.first_token_s < 0) {
       r.first_token_s = now;
     } else {
-      out_.inter_token_s.push_back(now - last_token_[q.record]);
+      out_.inter_token_s.push_back(static_cast<float>(now - last_token_[q.record]));
     }
     last_token_[q.record] = now;
     ++q.generated;
@@ -246,7 +247,7 @@ class Replica {
   double block_bytes_;
   std::deque<Sequence> waiting_;
   std::deque<Sequence> running_;
-  std::map<std::size_t, double> last_token_;
+  std::vector<double> last_token_;  // by request record
   sg4::ActorPtr idle_actor_;
   bool closed_ = false;
 };

@@ -23,7 +23,7 @@ struct RequestRecord {
 
 struct ServingSimulation {
   std::vector<RequestRecord> requests;  ///< in id order
-  std::vector<double> inter_token_s;    ///< every gap between consecutive output tokens
+  std::vector<float> inter_token_s;     ///< every gap between consecutive output tokens (float: millions of them)
   double makespan_s = 0;
   double last_arrival_s = 0;
   std::int64_t peak_blocks_used = 0;

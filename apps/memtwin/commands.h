@@ -17,6 +17,7 @@ int cmd_schema(const Args& args);
 int cmd_models(const Args& args);
 int cmd_gpus(const Args& args);
 int cmd_fit(const Args& args);
+int cmd_kernels(const Args& args);
 
 /// Thrown for a malformed command line; main prints it with the subcommand's usage and exits 2.
 struct UsageError : std::runtime_error {

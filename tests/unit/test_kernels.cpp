@@ -6,7 +6,13 @@
 #include <numeric>
 #include <random>
 
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
 #include "kernels/kv_kernels.h"
+#include "kernels/kv_quality.h"
+#include "tests/test_support.h"
 #include "models/kv/kv_methods.h"
 
 using namespace memtwin::kernels;
@@ -110,7 +116,7 @@ TEST_CASE("the paged layout round-trips through a scattered block table", "[unit
   }
 }
 
-TEST_CASE("decode attention matches the naive reference (fp16, int8, int4; GQA; head_dim 64/128/256)", "[unit]") {
+TEST_CASE("decode attention matches the naive reference (fp16, int8, int4 - GQA - head_dim 64/128/256)", "[unit]") {
   for (int head_dim : {64, 128, 256}) {
     for (KvElement e : {KvElement::fp16, KvElement::int8, KvElement::int4}) {
       const int seqs = 3, kv_heads = 2, q_heads = 8, block_size = 16, max_blocks = 40;
@@ -185,4 +191,49 @@ TEST_CASE("launchers reject misuse with a clear error", "[unit]") {
   a.shape.format.head_dim = 128;
   a.shape.format.group = 48;
   CHECK_THROWS_WITH(validate(a), Catch::Contains("must divide head_dim"));
+}
+
+TEST_CASE("memtwin kernels - fewer bits, more error and less overlap - bytes as the size model says", "[unit]") {
+  auto r = memtwin::test::run_memtwin({"kernels", "--tokens", "512", "--json"});
+  REQUIRE(r.exit_code == 0);
+  auto doc = nlohmann::json::parse(r.out);
+  CHECK(doc["size_model_agrees"] == true);
+  const auto& f = doc["formats"];
+  REQUIRE(f.size() == 4);
+  for (std::size_t i = 1; i < f.size(); ++i) {
+    CHECK(f[i]["key_error"].get<double>() > f[i - 1]["key_error"].get<double>());
+    CHECK(f[i]["attention_output_error"].get<double>() > f[i - 1]["attention_output_error"].get<double>());
+    CHECK(f[i]["topk_overlap"].get<double>() <= f[i - 1]["topk_overlap"].get<double>());
+    CHECK(f[i]["compression"].get<double>() > f[i - 1]["compression"].get<double>());
+  }
+  CHECK(f[0]["topk_overlap"].get<double>() > 0.99);  // fp16 keeps the ranking
+}
+
+TEST_CASE("KV tensors load from .npy files", "[unit]") {
+  // A float32 array [3, 2, 64] written by hand in NumPy's format 1.0.
+  const std::string path = "/tmp/memtwin-test-k.npy";
+  {
+    std::ofstream out(path, std::ios::binary);
+    std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 2, 64), }";
+    while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+    header += '\n';
+    out.write("\x93NUMPY\x01\x00", 8);
+    const std::uint16_t len = static_cast<std::uint16_t>(header.size());
+    out.write(reinterpret_cast<const char*>(&len), 2);
+    out << header;
+    for (int i = 0; i < 3 * 2 * 64; ++i) {
+      const float v = static_cast<float>(i) * 0.5f;
+      out.write(reinterpret_cast<const char*>(&v), 4);
+    }
+  }
+  const auto t = memtwin::kernels::read_npy(path);
+  CHECK(t.tokens == 3);
+  CHECK(t.kv_heads == 2);
+  CHECK(t.head_dim == 64);
+  CHECK(t.data[100] == 50.f);
+  auto r = memtwin::test::run_memtwin({"kernels", "--keys", path, "--values", path, "--q-heads", "4", "--topk", "2"});
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("npy KV: 3 tokens"));
+  auto bad = memtwin::test::run_memtwin({"kernels", "--keys", "/no/such.npy", "--values", path});
+  CHECK(bad.exit_code == 2);
 }

@@ -116,7 +116,7 @@ TEST_CASE("serving results are deterministic for a seed", "[unit]") {
   CHECK(a.out != c.out);
 }
 
-TEST_CASE("a small KV pool preempts and still completes every request; compression relieves it", "[unit]") {
+TEST_CASE("a small KV pool preempts and still completes every request - compression relieves it", "[unit]") {
   const std::vector<std::string> tight = {"inference.kv_cache.memory=3GiB", "inference.workload.rate=20/s",
                                           "inference.workload.requests=400",
                                           "inference.workload.prompt_tokens={dist: fixed, value: 2048}",
@@ -137,7 +137,7 @@ TEST_CASE("a small KV pool preempts and still completes every request; compressi
   CHECK(swap["tiers"]["host_swap_bytes"].get<double>() > 0);
 }
 
-TEST_CASE("closed loop keeps the concurrency; a trace replays its arrivals", "[unit]") {
+TEST_CASE("closed loop keeps the concurrency - a trace replays its arrivals", "[unit]") {
   const std::string dir = "/tmp/memtwin-test-serving-closed";
   serve(kFp16, {"inference.workload.arrival=closed_loop", "inference.workload.concurrency=8",
                 "inference.workload.requests=100", "inference.workload.rate=null"}, dir);

@@ -111,7 +111,7 @@ TEST_CASE("the simulated memory peak agrees with the closed form where both appl
   }
 }
 
-TEST_CASE("more bandwidth is never slower; overlapped communication hides", "[unit]") {
+TEST_CASE("more bandwidth is never slower - overlapped communication hides", "[unit]") {
   const std::string two_nodes = write_scenario("mono", R"(
 name: sim-two-nodes
 cluster: {nodes: 2, gpus_per_node: 8, gpu: h100-sxm}
@@ -201,7 +201,7 @@ simulation: {fidelity: fast}
   }
 }
 
-TEST_CASE("pipelines: 1F1B keeps p micro-batches in flight, GPipe all; the bubble is (p-1)/(m+p-1)", "[unit]") {
+TEST_CASE("pipelines - 1F1B keeps p micro-batches in flight, GPipe all - the bubble is (p-1)/(m+p-1)", "[unit]") {
   const std::string file = write_scenario("pipeline", R"(
 name: sim-pipeline
 cluster: {nodes: 4, gpus_per_node: 8, gpu: a100-80gb}

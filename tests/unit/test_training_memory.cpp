@@ -186,7 +186,7 @@ training: {micro_batch: 1, global_batch: 64, seq_len: 2048, attention: flash,
         Approx(96 * layer * factor).epsilon(1e-9));
 }
 
-TEST_CASE("QLoRA fine-tunes a 70B model on one 80 GB GPU; full fine-tuning does not fit", "[unit]") {
+TEST_CASE("QLoRA fine-tunes a 70B model on one 80 GB GPU - full fine-tuning does not fit", "[unit]") {
   const std::string base = R"(
 name: qlora-70b
 cluster: {nodes: 1, gpus_per_node: 1, gpu: h100-sxm}
