@@ -6,41 +6,41 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${MEMTWIN_BUILD_DIR:-$root/build}"
 "$root/scripts/dev.sh" build >/dev/null
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(date -u +%F)"
+
+# timed LABEL SCENARIO [memtwin run args...]: wall time of a whole `memtwin run --backend sim`, and
+# the figures that say what was simulated.
+timed() {
+  local label="$1" scenario="$2"; shift 2
+  local start end
+  start=$(date +%s.%N)
+  "$build/memtwin" run "$root/scenarios/$scenario" --backend sim --json "$@" > /tmp/memtwin-bench.json
+  end=$(date +%s.%N)
+  python3 - "$label" "$start" "$end" <<'PY'
+import json, sys
+d = json.load(open("/tmp/memtwin-bench.json"))
+label, wall = sys.argv[1], float(sys.argv[3]) - float(sys.argv[2])
+if "time" in d:
+    s = d["simulated"]
+    detail = (f"simulated {s['simulated_ranks']} of {s['ranks']} ranks, {s['flows']} flows; "
+              f"step {d['time']['step_s']:.3f} s, MFU {d['time']['mfu']:.3f}")
+else:
+    detail = (f"{d['requests']['completed']} completed, {d['throughput']['requests_per_s']:.1f} requests/s, "
+              f"p99 TTFT {d['latency_s']['ttft']['p99']:.3f} s")
+print(f"{label}: wall {wall:.2f} s; {detail}")
+PY
+}
+
 echo "== analytic memory model"
 "$build/tools/bench_memory" "$root" 10000
-echo "== SimGrid training step, Llama-2-70B ZeRO-3 (wall time of the whole memtwin run, one core)"
-sim() {
-  local label="$1"; shift
-  local start end
-  start=$(date +%s.%N)
-  "$build/memtwin" run "$root/scenarios/benchmarks/llama2-70b-zero3-1024xh100.yaml" --backend sim --json "$@" > /tmp/memtwin-bench.json
-  end=$(date +%s.%N)
-  python3 - "$label" "$start" "$end" <<'PY'
-import json, sys
-d = json.load(open("/tmp/memtwin-bench.json"))
-label, start, end = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
-print(f"{label}: wall {end - start:.2f} s; simulated {d['simulated']['simulated_ranks']} of {d['simulated']['ranks']} ranks, "
-      f"{d['simulated']['flows']} flows; step {d['time']['step_s']:.3f} s, MFU {d['time']['mfu']:.3f}")
-PY
-}
-sim "1,024 GPUs, fidelity full"
-sim "1,024 GPUs, fidelity fast" --set simulation.fidelity=fast
-sim "8,192 GPUs, fidelity fast" --set simulation.fidelity=fast --set cluster.nodes=1024 --set training.global_batch=8192
+echo "== SimGrid training step, Llama-2-70B ZeRO-3"
+train=benchmarks/llama2-70b-zero3-1024xh100.yaml
+timed "1,024 GPUs, fidelity full" "$train"
+timed "1,024 GPUs, fidelity fast" "$train" --set simulation.fidelity=fast
+timed "8,192 GPUs, fidelity fast" "$train" --set simulation.fidelity=fast --set cluster.nodes=1024 --set training.global_batch=8192
 echo "== SimGrid serving, Llama-3-8B on H100s, Poisson at about 80% of capacity"
-serve() {
-  local label="$1"; shift
-  local start end
-  start=$(date +%s.%N)
-  "$build/memtwin" run "$root/scenarios/serving/llama3-8b-h100-fp16-kv.yaml" --backend sim --json "$@" > /tmp/memtwin-bench.json
-  end=$(date +%s.%N)
-  python3 - "$label" "$start" "$end" <<'PY'
-import json, sys
-d = json.load(open("/tmp/memtwin-bench.json"))
-label, start, end = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
-print(f"{label}: wall {end - start:.2f} s; {d['requests']['completed']} completed, "
-      f"{d['throughput']['requests_per_s']:.1f} requests/s, p99 TTFT {d['latency_s']['ttft']['p99']:.3f} s")
-PY
-}
-serve "100,000 requests, one H100" --set inference.workload.requests=100000 --set inference.workload.rate=20/s
-serve "1,000,000 requests, 16 replicas" --set cluster.nodes=2 --set cluster.gpus_per_node=8 \
+serve=serving/llama3-8b-h100-fp16-kv.yaml
+timed "100,000 requests, one H100" "$serve" --set inference.workload.requests=100000 --set inference.workload.rate=20/s
+timed "1,000,000 requests, 16 replicas" "$serve" --set cluster.nodes=2 --set cluster.gpus_per_node=8 \
   --set inference.serving.replicas=16 --set inference.workload.requests=1000000 --set inference.workload.rate=320/s
+echo "== KV kernels on the CPU"
+"$build/memtwin_kernels_bench" --device cpu --quick
