@@ -14,6 +14,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libsimgrid-dev libyaml-cpp-dev libboost-dev libboost-program-options-dev
   nlohmann-json3-dev catch2
+  python3 python3-matplotlib python3-numpy
 )
 
 install_missing() {

@@ -38,6 +38,11 @@ class SimBackend final : public Backend {
     r.metrics["simulated"] = {{"replicas", s.inference->serving.replicas}, {"iterations", run.iterations},
                               {"requests", static_cast<std::int64_t>(run.requests.size())}};
     r.files["requests.csv"] = sim::requests_csv(run);
+    std::ostringstream kv;
+    kv << "time_s,replica,kv_utilization\n";
+    kv.precision(9);
+    for (const auto& [t, u] : run.kv_utilization) kv << t << ",0," << u << "\n";
+    r.files["kv_timeline.csv"] = kv.str();
     return r;
   }
 

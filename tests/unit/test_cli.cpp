@@ -67,7 +67,7 @@ TEST_CASE("command-line mistakes exit with 2 and say why", "[unit]") {
 }
 
 TEST_CASE("every subcommand has --help", "[unit]") {
-  for (const char* cmd : {"run", "check", "schema", "models", "gpus"}) {
+  for (const char* cmd : {"run", "check", "schema", "models", "gpus", "fit", "kernels", "sweep", "report"}) {
     INFO(cmd);
     auto r = run_memtwin({cmd, "--help"});
     CHECK(r.exit_code == 0);

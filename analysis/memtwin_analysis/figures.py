@@ -1,0 +1,147 @@
+"""The report's figures. Each function takes loaded data and returns a matplotlib Figure."""
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+GIB = 2**30
+STREAM_COLOURS = {"compute": "#4878d0", "comm": "#ee854a", "copy": "#6acc64",
+                  "send_next": "#d65f5f", "send_prev": "#d65f5f", "recv_next": "#956cb4", "recv_prev": "#956cb4"}
+
+
+def memory_breakdown(doc):
+    """Stacked bar of the per-GPU memory breakdown, with the capacity line."""
+    gpu = doc["memory"]["gpu"]
+    parts = gpu["breakdown_bytes"]
+    fig, ax = plt.subplots(figsize=(5, 4.5))
+    bottom = 0.0
+    for name, value in parts.items():
+        ax.bar(["per GPU"], [value / GIB], bottom=bottom, label=name.replace("_", " "))
+        bottom += value / GIB
+    ax.axhline(gpu["capacity_bytes"] / GIB, color="black", linestyle="--", label="capacity")
+    ax.set_ylabel("GiB")
+    ax.set_title("Memory per GPU" + ("" if gpu["fits"] else " (does not fit)"))
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    return fig
+
+
+def memory_timeline(rows, capacity_bytes):
+    """Device memory over the step (rank 0), capacity and peak marked."""
+    times = [r["time_s"] for r in rows]
+    used = [r["bytes_in_use"] / GIB for r in rows]
+    fig, ax = plt.subplots(figsize=(8, 3.5))
+    ax.step(times, used, where="post", color="#4878d0")
+    ax.axhline(capacity_bytes / GIB, color="black", linestyle="--", label="capacity")
+    peak = max(range(len(used)), key=used.__getitem__)
+    ax.plot([times[peak]], [used[peak]], "o", color="#d65f5f", label=f"peak {used[peak]:.1f} GiB")
+    ax.set_xlabel("time in step (s)")
+    ax.set_ylabel("GiB in use")
+    ax.set_title("Device memory over the step (rank 0)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def step_timeline(events, rank=0):
+    """Ops per stream of one rank, as in the Perfetto trace."""
+    mine = [e for e in events if e["pid"] == rank]
+    streams = sorted({e["cat"] for e in mine}, key=lambda s: list(STREAM_COLOURS).index(s) if s in STREAM_COLOURS else 99)
+    fig, ax = plt.subplots(figsize=(9, 0.6 + 0.5 * len(streams)))
+    for row, stream in enumerate(streams):
+        spans = [(e["ts"] / 1e6, e["dur"] / 1e6) for e in mine if e["cat"] == stream and e["dur"] > 0]
+        ax.broken_barh(spans, (row - 0.4, 0.8), color=STREAM_COLOURS.get(stream, "grey"))
+    ax.set_yticks(range(len(streams)))
+    ax.set_yticklabels(streams)
+    ax.set_xlabel("time (s)")
+    ax.set_title(f"Step timeline of rank {rank} by stream")
+    fig.tight_layout()
+    return fig
+
+
+def communication_volume(doc):
+    """Bytes each GPU sends per step, by collective."""
+    volume = {k: v for k, v in doc["communication"]["bytes_per_gpu"].items() if k not in ("total", "cross_host")}
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    ax.bar(list(volume), [v / GIB for v in volume.values()], color="#ee854a")
+    ax.set_ylabel("GiB per GPU per step")
+    ax.set_title("Communication volume by collective")
+    fig.tight_layout()
+    return fig
+
+
+def latency_cdfs(rows):
+    """Cumulative distributions of TTFT, TPOT and end-to-end latency over completed requests."""
+    done = [r for r in rows if r["finish_s"] is not None and r["finish_s"] >= 0]
+    ttft = sorted(r["ttft_s"] for r in done)
+    e2e = sorted(r["e2e_s"] for r in done)
+    tpot = sorted((r["finish_s"] - r["first_token_s"]) / (r["output_tokens"] - 1) for r in done if r["output_tokens"] > 1)
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.5))
+    for ax, values, name in zip(axes, (ttft, tpot, e2e), ("TTFT", "TPOT", "end-to-end")):
+        if values:
+            ax.plot(values, [(i + 1) / len(values) for i in range(len(values))])
+        ax.set_xlabel(f"{name} (s)")
+        ax.set_ylabel("fraction of requests")
+        ax.set_title(f"{name} CDF")
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def kv_occupancy(rows):
+    """KV-cache occupancy of replica 0 over the run."""
+    fig, ax = plt.subplots(figsize=(8, 3.2))
+    ax.plot([r["time_s"] for r in rows], [100 * r["kv_utilization"] for r in rows], color="#6acc64")
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("KV blocks in use (%)")
+    ax.set_ylim(0, 105)
+    ax.set_title("KV-cache occupancy (replica 0)")
+    fig.tight_layout()
+    return fig
+
+
+def sweep_lines(points, metric):
+    """A metric over the first swept key, one line per value of the others; infeasible points hollow."""
+    series = {}
+    for p in points:
+        result = p.get("result")
+        value = _lookup(result, metric) if result else None
+        if value is None:
+            continue
+        keys = [o.split("=", 1) for o in p["overrides"]]
+        x = _number(keys[0][1])
+        label = ", ".join(f"{k}={v}" for k, v in keys[1:]) or metric
+        fits = result.get("memory", {}).get("fits", True)
+        series.setdefault(label, []).append((x, value, fits))
+    scale, unit = (GIB, " (GiB)") if metric.endswith("_bytes") else (1, "")
+    series = {k: [(x, y / scale, f) for x, y, f in v] for k, v in series.items()}
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for label, values in sorted(series.items()):
+        values.sort(key=lambda t: t[0])
+        line = ax.plot([v[0] for v in values], [v[1] for v in values], "-", label=label)[0]
+        for x, y, fits in values:
+            ax.plot([x], [y], "o", color=line.get_color(), markerfacecolor=line.get_color() if fits else "white")
+    first_key = points[0]["overrides"][0].split("=", 1)[0] if points else ""
+    ax.set_xlabel(first_key)
+    ax.set_ylabel(metric + unit)
+    ax.set_title(f"{metric} over the sweep (hollow: does not fit)")
+    if len(series) > 1:
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def _lookup(doc, path):
+    node = doc
+    for part in path.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node if isinstance(node, (int, float)) and not isinstance(node, bool) else None
+
+
+def _number(text):
+    try:
+        return float(text)
+    except ValueError:
+        return text

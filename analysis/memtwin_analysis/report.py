@@ -1,0 +1,78 @@
+"""One self-contained HTML report (images embedded) for a run directory, a result file or a sweep."""
+import base64
+import html
+import io
+import os
+
+import matplotlib.pyplot as plt
+
+from . import figures, load
+
+
+def _png(fig):
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110)
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def _figures_for(path):
+    """(title, key metrics, [(id, caption, png bytes)]) for the input."""
+    if os.path.isdir(path) and os.path.exists(os.path.join(path, "points.jsonl")):
+        points = load.sweep(path)
+        metric = next((m for m in ("time.step_s", "latency_s.ttft.p99", "memory.gpu.peak_bytes")
+                       if any(figures._lookup(p.get("result") or {}, m) is not None for p in points)), None)
+        shown = [("sweep", f"{metric} over the swept parameters", _png(figures.sweep_lines(points, metric)))] if metric else []
+        ok = sum(1 for p in points if p.get("status") == "ok")
+        return "Sweep", {"points": len(points), "fit": ok, "metric": metric}, shown
+    directory, result_file = (path, os.path.join(path, "result.json")) if os.path.isdir(path) else (os.path.dirname(path), path)
+    doc = load.result(result_file)
+    beside = lambda name: os.path.join(directory, name)  # noqa: E731
+    shown = []
+    if doc.get("workload") == "training":
+        shown.append(("memory-breakdown", "Per-GPU memory by category", _png(figures.memory_breakdown(doc))))
+        if os.path.exists(beside("timeline.csv")):
+            rows = load.table(beside("timeline.csv"))
+            shown.append(("memory-timeline", "Device memory over the step", _png(
+                figures.memory_timeline(rows, doc["memory"]["gpu"]["capacity_bytes"]))))
+        if os.path.exists(beside("trace.json")):
+            shown.append(("step-timeline", "Ops per stream (rank 0)", _png(figures.step_timeline(load.trace_events(beside("trace.json"))))))
+        if "communication" in doc:
+            shown.append(("communication", "Communication per GPU per step", _png(figures.communication_volume(doc))))
+        metrics = {"step_s": doc.get("time", {}).get("step_s"), "mfu": doc.get("time", {}).get("mfu"),
+                   "peak GiB": doc["memory"]["gpu"]["peak_bytes"] / figures.GIB, "fits": doc["memory"]["gpu"]["fits"]}
+    else:
+        shown.append(("memory-breakdown", "Per-GPU memory by category", _png(figures.memory_breakdown(doc))))
+        if os.path.exists(beside("requests.csv")):
+            shown.append(("latency-cdf", "Latency distributions", _png(figures.latency_cdfs(load.table(beside("requests.csv"))))))
+        if os.path.exists(beside("kv_timeline.csv")):
+            shown.append(("kv-occupancy", "KV-cache occupancy", _png(figures.kv_occupancy(load.table(beside("kv_timeline.csv"))))))
+        lat = doc.get("latency_s", {})
+        metrics = {"p99 TTFT s": (lat.get("ttft") or {}).get("p99"), "p99 TPOT s": (lat.get("tpot") or {}).get("p99"),
+                   "requests/s": doc.get("throughput", {}).get("requests_per_s"),
+                   "KV capacity tokens": doc.get("kv_cache", {}).get("capacity_tokens")}
+    return f"{doc.get('workload', '').capitalize()} scenario {doc.get('scenario')} ({doc.get('backend')})", metrics, shown
+
+
+def write_report(path, out, png_dir=None):
+    title, metrics, shown = _figures_for(path)
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
+             "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto}"
+             "td{padding:2px 12px}figure{margin:1.5em 0}</style></head><body>",
+             f"<h1>{html.escape(title)}</h1><table>"]
+    for key, value in metrics.items():
+        shown_value = f"{value:.4g}" if isinstance(value, float) else str(value)
+        parts.append(f"<tr><td>{html.escape(key)}</td><td>{html.escape(shown_value)}</td></tr>")
+    parts.append("</table>")
+    for figure_id, caption, png in shown:
+        data = base64.b64encode(png).decode()
+        parts.append(f"<figure id='{figure_id}'><img alt='{html.escape(caption)}' src='data:image/png;base64,{data}'>"
+                     f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+        if png_dir:
+            os.makedirs(png_dir, exist_ok=True)
+            with open(os.path.join(png_dir, figure_id + ".png"), "wb") as f:
+                f.write(png)
+    parts.append("</body></html>")
+    with open(out, "w") as f:
+        f.write("\n".join(parts))
+    return [figure_id for figure_id, _, _ in shown]

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Regenerates the README's figures (docs/figures/*.png) from the example scenarios:
+#   scripts/figures.sh
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${MEMTWIN_BUILD_DIR:-$root/build}"
+"$root/scripts/dev.sh" build >/dev/null
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+out="$root/docs/figures"
+mkdir -p "$out"
+"$build/memtwin" run "$root/scenarios/quickstart.yaml" --backend sim --out "$work/train" >/dev/null
+"$build/memtwin" run "$root/scenarios/serving/llama3-8b-h100-kivi4-kv.yaml" --backend sim --out "$work/serve" \
+  --set inference.workload.rate=25/s >/dev/null
+"$build/memtwin" sweep "$root/scenarios/quickstart.yaml" --grid training.seq_len=2048,4096,8192,12288,16384 \
+  --grid training.activation_checkpointing=none,selective,full --backend analytic -j "$(nproc)" --out "$work/sweep" >/dev/null 2>&1
+"$build/memtwin" report "$work/train" --out "$work/train.html" --png-dir "$work/png-train"
+"$build/memtwin" report "$work/serve" --out "$work/serve.html" --png-dir "$work/png-serve"
+"$build/memtwin" report "$work/sweep" --out "$work/sweep.html" --png-dir "$work/png-sweep"
+cp "$work/png-train/memory-breakdown.png" "$out/training-memory-breakdown.png"
+cp "$work/png-train/memory-timeline.png" "$out/training-memory-timeline.png"
+cp "$work/png-train/step-timeline.png" "$out/training-step-timeline.png"
+cp "$work/png-serve/latency-cdf.png" "$out/serving-latency-cdf.png"
+cp "$work/png-serve/kv-occupancy.png" "$out/serving-kv-occupancy.png"
+cp "$work/png-sweep/sweep.png" "$out/sweep-peak-memory.png"
+ls -la "$out"

@@ -1,0 +1,57 @@
+// memtwin report renders every expected figure, non-empty, for training, serving and a sweep.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "tests/test_support.h"
+
+using memtwin::test::run_memtwin;
+using memtwin::test::source_path;
+
+namespace {
+
+// The figure ids in the HTML whose embedded PNG is a real, non-trivial image.
+std::vector<std::string> figures_in(const std::string& html_path) {
+  std::ifstream in(html_path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string html = ss.str();
+  std::vector<std::string> ids;
+  for (std::size_t pos = html.find("<figure id='"); pos != std::string::npos; pos = html.find("<figure id='", pos + 1)) {
+    const std::size_t start = pos + 12, end = html.find('\'', start);
+    const std::size_t data = html.find("base64,", end), close = html.find('\'', data);
+    // PNG files start with \x89PNG, "iVBORw0KGgo" in base64; a real figure is several kB.
+    if (html.compare(data + 7, 11, "iVBORw0KGgo") == 0 && close - data > 4000) ids.push_back(html.substr(start, end - start));
+  }
+  return ids;
+}
+
+}  // namespace
+
+TEST_CASE("reports carry every expected figure for training, serving and sweeps", "[unit]") {
+  const std::string train = "/tmp/memtwin-test-report-train", serve = "/tmp/memtwin-test-report-serve";
+  REQUIRE(run_memtwin({"run", source_path("scenarios/quickstart.yaml"), "--out", train}).exit_code == 0);
+  auto r = run_memtwin({"report", train, "--out", train + "/report.html"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(figures_in(train + "/report.html") ==
+        std::vector<std::string>{"memory-breakdown", "memory-timeline", "step-timeline", "communication"});
+
+  REQUIRE(run_memtwin({"run", source_path("scenarios/serving/llama3-8b-h100-kivi4-kv.yaml"), "--out", serve, "--set",
+                       "inference.workload.requests=300"}).exit_code == 0);
+  REQUIRE(run_memtwin({"report", serve, "--out", serve + "/report.html"}).exit_code == 0);
+  CHECK(figures_in(serve + "/report.html") == std::vector<std::string>{"memory-breakdown", "latency-cdf", "kv-occupancy"});
+
+  const std::string sweep = "/tmp/memtwin-test-report-sweep";
+  std::filesystem::remove_all(sweep);
+  REQUIRE(run_memtwin({"sweep", source_path("scenarios/quickstart.yaml"), "--grid", "training.seq_len=2048,4096,8192,16384",
+                       "--grid", "training.micro_batch=1,2", "--backend", "analytic", "-j", "2", "--out", sweep})
+              .exit_code == 0);
+  REQUIRE(run_memtwin({"report", sweep, "--out", sweep + "/report.html"}).exit_code == 0);
+  CHECK(figures_in(sweep + "/report.html") == std::vector<std::string>{"sweep"});
+
+  auto bad = run_memtwin({"report", "/no/such/result.json", "--out", "/tmp/x.html"});
+  CHECK(bad.exit_code == 2);
+}
