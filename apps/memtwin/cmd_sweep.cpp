@@ -1,17 +1,10 @@
 // memtwin sweep: run a scenario over a grid of overrides, in parallel processes (SimGrid runs one
 // simulation per process anyway), appending one line per finished point so that a killed sweep
 // loses nothing and `--resume` repeats nothing.
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <chrono>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <map>
 #include <set>
 #include <sstream>
 
@@ -19,9 +12,8 @@
 
 #include "apps/memtwin/commands.h"
 #include "apps/memtwin/options.h"
+#include "apps/memtwin/point_runner.h"
 #include "models/scenario_loader.h"
-
-extern char** environ;
 
 namespace po = boost::program_options;
 namespace fs = std::filesystem;
@@ -29,24 +21,11 @@ namespace fs = std::filesystem;
 namespace memtwin::cli {
 namespace {
 
-struct Dimension {
-  std::vector<std::string> keys;                 // one key, or the keys of a --zip group
-  std::vector<std::vector<std::string>> values;  // per position: one value per key
-};
-
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out;
   std::stringstream ss(s);
   for (std::string part; std::getline(ss, part, sep);) out.push_back(part);
   return out;
-}
-
-std::pair<std::string, std::vector<std::string>> parse_axis(const std::string& spec) {
-  const auto eq = spec.find('=');
-  if (eq == std::string::npos || eq == 0) throw UsageError("expected KEY=V1,V2,... in '" + spec + "'");
-  auto values = split(spec.substr(eq + 1), ',');
-  if (values.empty()) throw UsageError("no values in '" + spec + "'");
-  return {spec.substr(0, eq), values};
 }
 
 // The metrics worth a column in points.csv, when the result has them.
@@ -97,43 +76,13 @@ int cmd_sweep(const Args& args) {
   if (vm->count("set")) common = (*vm)["set"].as<std::vector<std::string>>();
   load_scenario_file(scenario, common);  // the base scenario must be valid
 
-  std::vector<Dimension> dims;
-  if (vm->count("grid")) {
-    for (const auto& spec : (*vm)["grid"].as<std::vector<std::string>>()) {
-      auto [key, values] = parse_axis(spec);
-      Dimension d{{key}, {}};
-      for (const auto& v : values) d.values.push_back({v});
-      dims.push_back(d);
-    }
-  }
-  if (vm->count("zip")) {
-    Dimension z;
-    for (const auto& spec : (*vm)["zip"].as<std::vector<std::string>>()) {
-      auto [key, values] = parse_axis(spec);
-      if (!z.keys.empty() && values.size() != z.values.size()) throw UsageError("--zip lists must have the same length");
-      if (z.keys.empty()) z.values.resize(values.size());
-      z.keys.push_back(key);
-      for (std::size_t i = 0; i < values.size(); ++i) z.values[i].push_back(values[i]);
-    }
-    dims.push_back(z);
-  }
-  if (dims.empty()) throw UsageError("give at least one --grid or --zip");
-  std::vector<std::string> keys;
-  for (const auto& d : dims) keys.insert(keys.end(), d.keys.begin(), d.keys.end());
-
-  // Every point, as its override strings, in a fixed order (the last dimension varies fastest).
-  std::vector<std::vector<std::string>> points(1);
-  for (const auto& d : dims) {
-    std::vector<std::vector<std::string>> next;
-    for (const auto& p : points) {
-      for (const auto& values : d.values) {
-        auto q = p;
-        for (std::size_t k = 0; k < d.keys.size(); ++k) q.push_back(d.keys[k] + "=" + values[k]);
-        next.push_back(q);
-      }
-    }
-    points = next;
-  }
+  std::vector<std::string> grid_specs, zip_specs;
+  if (vm->count("grid")) grid_specs = (*vm)["grid"].as<std::vector<std::string>>();
+  if (vm->count("zip")) zip_specs = (*vm)["zip"].as<std::vector<std::string>>();
+  if (grid_specs.empty() && zip_specs.empty()) throw UsageError("give at least one --grid or --zip");
+  const Grid grid = expand_grid(grid_specs, zip_specs);
+  const auto& keys = grid.keys;
+  const auto& points = grid.points;
 
   const fs::path dir = (*vm)["out"].as<std::string>();
   fs::create_directories(dir / "tmp");
@@ -182,78 +131,24 @@ int cmd_sweep(const Args& args) {
     nlohmann::json overrides = points[i];
     if (!done.count(overrides.dump())) todo.push_back(i);
   }
-  const int jobs = std::max(1, (*vm)["jobs"].as<int>());
-  const std::string self = fs::canonical("/proc/self/exe").string();
-  std::map<pid_t, std::size_t> running;
-  std::size_t next = 0, finished = 0;
-  const auto start = std::chrono::steady_clock::now();
-
-  auto launch = [&](std::size_t index) {
-    std::vector<std::string> argv_s = {self, "run", scenario, "--json", "--backend", (*vm)["backend"].as<std::string>()};
-    for (const auto& s : common) argv_s.insert(argv_s.end(), {"--set", s});
-    for (const auto& s : points[index]) argv_s.insert(argv_s.end(), {"--set", s});
-    std::vector<char*> argv;
-    for (auto& s : argv_s) argv.push_back(s.data());
-    argv.push_back(nullptr);
-    const std::string out = (dir / "tmp" / ("point" + std::to_string(index) + ".out")).string();
-    const std::string err = (dir / "tmp" / ("point" + std::to_string(index) + ".err")).string();
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    pid_t pid;
-    if (posix_spawn(&pid, self.c_str(), &actions, nullptr, argv.data(), environ) != 0) {
-      throw std::runtime_error("cannot start " + self);
-    }
-    posix_spawn_file_actions_destroy(&actions);
-    running[pid] = index;
-  };
-
-  auto record = [&](std::size_t index, int code) {
-    const fs::path out = dir / "tmp" / ("point" + std::to_string(index) + ".out");
-    const fs::path err = dir / "tmp" / ("point" + std::to_string(index) + ".err");
-    std::ifstream o(out), e(err);
-    std::stringstream out_text, err_text;
-    out_text << o.rdbuf();
-    err_text << e.rdbuf();
-    nlohmann::json line;
-    line["point"] = index;
-    line["overrides"] = points[index];
-    line["exit_code"] = code;
-    line["status"] = code == 0 ? "ok" : code == 3 ? "does_not_fit" : code == 2 ? "invalid" : "error";
-    nlohmann::json result;
-    try {
-      if (code == 0 || code == 3) result = nlohmann::json::parse(out_text.str());
-    } catch (const std::exception&) {
-      line["status"] = "error";
-    }
-    std::string message = err_text.str();
-    while (!message.empty() && message.back() == '\n') message.pop_back();
-    if (!result.is_null()) line["result"] = result;
-    if (!message.empty() && code != 0 && code != 3) line["error"] = message;
-    std::ofstream(jsonl, std::ios::app) << line.dump() << "\n";
-    std::ofstream(csv, std::ios::app) << csv_row(line);
-    fs::remove(out);
-    fs::remove(err);
-  };
-
-  while (next < todo.size() || !running.empty()) {
-    while (next < todo.size() && static_cast<int>(running.size()) < jobs) launch(todo[next++]);
-    int status = 0;
-    const pid_t pid = waitpid(-1, &status, 0);
-    if (pid < 0) break;
-    auto it = running.find(pid);
-    if (it == running.end()) continue;
-    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    record(it->second, code);
-    running.erase(it);
-    ++finished;
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const double eta = elapsed / finished * (todo.size() - finished);
-    std::fprintf(stderr, "\r[%zu/%zu] %.0f s elapsed, ETA %.0f s   ", finished + (points.size() - todo.size()),
-                 points.size(), elapsed, eta);
-  }
-  std::fprintf(stderr, "\n");
+  run_points(scenario, (*vm)["backend"].as<std::string>(), common, points, todo, (*vm)["jobs"].as<int>(), dir / "tmp",
+             [&](const PointOutcome& o) {
+               nlohmann::json line;
+               line["point"] = o.index;
+               line["overrides"] = points[o.index];
+               line["exit_code"] = o.exit_code;
+               line["status"] = o.exit_code == 0 ? "ok" : o.exit_code == 3 ? "does_not_fit" : o.exit_code == 2 ? "invalid" : "error";
+               try {
+                 if (o.exit_code == 0 || o.exit_code == 3) line["result"] = nlohmann::json::parse(o.out);
+               } catch (const std::exception&) {
+                 line["status"] = "error";
+               }
+               std::string message = o.err;
+               while (!message.empty() && message.back() == '\n') message.pop_back();
+               if (!message.empty() && o.exit_code != 0 && o.exit_code != 3) line["error"] = message;
+               std::ofstream(jsonl, std::ios::app) << line.dump() << "\n";
+               std::ofstream(csv, std::ios::app) << csv_row(line);
+             });
   fs::remove_all(dir / "tmp");
   std::cout << points.size() << " points (" << todo.size() << " run now, " << points.size() - todo.size()
             << " already done) in " << jsonl.string() << " and " << csv.string() << "\n";

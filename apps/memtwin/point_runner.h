@@ -1,0 +1,31 @@
+#pragma once
+// Running many variants of one scenario, each as its own `memtwin run` process (SimGrid runs one
+// simulation per process), a few at a time. Shared by `memtwin sweep` and `memtwin plan`.
+#include <cstddef>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace memtwin::cli {
+
+/// The points of a grid: every combination of the --grid axes, the --zip axes varying together.
+/// Each point is a list of "key=value" overrides; `keys` names the varied keys in order.
+struct Grid {
+  std::vector<std::string> keys;
+  std::vector<std::vector<std::string>> points;
+};
+Grid expand_grid(const std::vector<std::string>& grid_specs, const std::vector<std::string>& zip_specs);
+
+struct PointOutcome {
+  std::size_t index = 0;
+  int exit_code = 0;
+  std::string out, err;  ///< the run's stdout (its JSON) and stderr
+};
+
+/// Runs points[i] for every i in `todo`, `jobs` at once, calling `on_done` in completion order.
+void run_points(const std::string& scenario, const std::string& backend, const std::vector<std::string>& common,
+                const std::vector<std::vector<std::string>>& points, const std::vector<std::size_t>& todo, int jobs,
+                const std::filesystem::path& scratch, const std::function<void(const PointOutcome&)>& on_done);
+
+}  // namespace memtwin::cli
