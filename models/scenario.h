@@ -157,6 +157,7 @@ struct Training {
   int global_batch = 1;
   int micro_batch = 1;
   int seq_len = 2048;
+  double target_tokens = 0;  ///< > 0: tokens to train on, for planning
   Precision precision = Precision::bf16;
   Optimizer optimizer = Optimizer::adamw;
   Parallelism parallelism;

@@ -155,6 +155,8 @@ void declare_training(Table& t) {
       .derived("micro_batch x data-parallel size (no accumulation)");
   t.add("training.micro_batch", K::integer, "1", "sequences per micro-batch per GPU").at_least(1);
   t.add("training.seq_len", K::integer, "2048", "tokens per sequence").at_least(1);
+  t.add("training.target_tokens", K::number, none,
+        "tokens to train on (for planning: the result gives the days to reach them)").above(0);
   t.add("training.precision", K::choice, "bf16", "compute precision (16-bit and fp8 keep fp32 master weights)")
       .choices(names(kPrecisionNames));
   t.add("training.optimizer", K::choice, "adamw", "optimizer").choices(names(kOptimizerNames));

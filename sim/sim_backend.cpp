@@ -101,6 +101,7 @@ class SimBackend final : public Backend {
     time["compute_s"] = step.compute_busy_s;
     time["exposed_comm_s"] = std::max(0.0, step.step_s - step.compute_busy_s);
     time["comm_busy_s"] = step.comm_busy_s;
+    if (t.target_tokens > 0) time["days_to_target"] = t.target_tokens / (tokens / step.step_s) / 86400;
     r.metrics["time"] = time;
     double total = 0;
     for (const auto& [kind, bytes] : step.comm_bytes_per_gpu) {

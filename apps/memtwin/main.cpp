@@ -26,6 +26,7 @@ const std::map<std::string, Command>& commands() {
       {"kernels", {memtwin::cli::cmd_kernels, "KV formats: error, top-k overlap and bytes, measured"}},
       {"sweep", {memtwin::cli::cmd_sweep, "run a grid of what-ifs in parallel, resumable"}},
       {"report", {memtwin::cli::cmd_report, "an HTML report with figures for a run or a sweep"}},
+      {"plan", {memtwin::cli::cmd_plan, "the cheapest configuration that fits and meets the targets"}},
       {"schema", {memtwin::cli::cmd_schema, "print the scenario language reference"}},
       {"models", {memtwin::cli::cmd_models, "list the model catalog"}},
       {"gpus", {memtwin::cli::cmd_gpus, "list the GPU catalog"}},

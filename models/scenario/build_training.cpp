@@ -186,6 +186,7 @@ Training build_training(const ParamValues& v, const Cluster& cluster, const Mode
   t.framework = v.choice("training.framework", kFrameworkNames);
   t.micro_batch = v.int32("training.micro_batch");
   t.seq_len = v.int32("training.seq_len");
+  if (v.given("training.target_tokens")) t.target_tokens = v.number("training.target_tokens");
   t.precision = v.choice("training.precision", kPrecisionNames);
   if (t.precision != Precision::fp32 && !cluster.gpu.flops.count(t.precision)) {
     v.fail("training.precision", std::string(kPrecisionNames.name(t.precision)) + " needs tensor cores for it; the GPU '" +
