@@ -138,7 +138,10 @@ int cmd_plan(const Args& args) {
     overrides.insert(overrides.end(), c.overrides.begin(), c.overrides.end());
     try {
       const Scenario s = load_scenario_file(scenario, overrides).scenario;
-      c.gpus = s.cluster.total_gpus();
+      // GPUs paid for: the whole cluster for training; the replicas' GPUs for serving.
+      c.gpus = s.training ? s.cluster.total_gpus()
+                          : s.inference->serving.replicas * s.inference->serving.tensor_parallel *
+                                s.inference->serving.pipeline_parallel;
       c.price = s.cluster.price_per_gpu_hour.value_or(0);
       if (minimize == "gpus") c.objective = c.gpus;
       if (minimize == "cost") c.objective = c.gpus * c.price;
