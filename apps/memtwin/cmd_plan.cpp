@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/memtwin/commands.h"
+#include "apps/memtwin/json_path.h"
 #include "apps/memtwin/options.h"
 #include "apps/memtwin/point_runner.h"
 #include "models/memory/serving_memory.h"
@@ -52,21 +53,9 @@ Requirement parse_requirement(const std::string& text) {
   return r;
 }
 
-std::optional<double> lookup(const nlohmann::json& doc, const std::string& path) {
-  const nlohmann::json* node = &doc;
-  std::stringstream ss(path);
-  for (std::string part; std::getline(ss, part, '.');) {
-    if (!node->is_object() || !node->contains(part)) return std::nullopt;
-    node = &(*node)[part];
-  }
-  if (node->is_boolean()) return node->get<bool>() ? 1.0 : 0.0;
-  if (node->is_number()) return node->get<double>();
-  return std::nullopt;
-}
-
 // Why a result fails a requirement, or "" when it meets it.
 std::string check(const Requirement& r, const nlohmann::json& doc) {
-  const auto v = lookup(doc, r.path);
+  const auto v = number_at(doc, r.path);
   if (!v) return r.path + " is not in the result";
   bool ok = true;
   if (r.op.empty()) ok = *v != 0;
@@ -175,10 +164,10 @@ int cmd_plan(const Args& args) {
                  }
                }
                if (minimize == "cost_to_target") {
-                 const auto days = lookup(c.result, "time.days_to_target");
+                 const auto days = number_at(c.result, "time.days_to_target");
                  if (days) c.objective = c.gpus * c.price * *days * 24;
                } else if (minimize != "gpus" && minimize != "cost") {
-                 c.objective = lookup(c.result, minimize);
+                 c.objective = number_at(c.result, minimize);
                }
                if (c.failure.empty() && !c.objective) c.failure = "the objective " + minimize + " is not in the result";
              });

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/memtwin/commands.h"
+#include "apps/memtwin/json_path.h"
 #include "apps/memtwin/options.h"
 #include "apps/memtwin/point_runner.h"
 #include "models/scenario_loader.h"
@@ -21,12 +22,6 @@ namespace fs = std::filesystem;
 namespace memtwin::cli {
 namespace {
 
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string part; std::getline(ss, part, sep);) out.push_back(part);
-  return out;
-}
 
 // The metrics worth a column in points.csv, when the result has them.
 const std::vector<std::string> kColumns = {"memory.gpu.fits", "memory.gpu.peak_bytes", "time.step_s", "time.mfu",
@@ -34,11 +29,8 @@ const std::vector<std::string> kColumns = {"memory.gpu.fits", "memory.gpu.peak_b
                                            "throughput.requests_per_s", "kv_cache.capacity_tokens"};
 
 std::string lookup(const nlohmann::json& doc, const std::string& path) {
-  const nlohmann::json* node = &doc;
-  for (const auto& part : split(path, '.')) {
-    if (!node->is_object() || !node->contains(part)) return "";
-    node = &(*node)[part];
-  }
+  const nlohmann::json* node = find_path(doc, path);
+  if (!node) return "";
   return node->is_string() ? node->get<std::string>() : node->dump();
 }
 
