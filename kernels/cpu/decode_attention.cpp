@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "kernels/kv_kernels.h"
@@ -19,54 +20,123 @@ void validate(const DecodeAttentionArgs& a) {
   if (!(a.scale > 0)) fail("scale must be positive");
 }
 
-void decode_attention(const DecodeAttentionArgs& a) {
-  validate(a);
+namespace {
+
+// Every half value as a float: dequantising fp16 K/V and the fp16 scales is a table lookup.
+const float* half_table() {
+  static const std::vector<float> table = [] {
+    std::vector<float> t(65536);
+    for (std::uint32_t h = 0; h < 65536; ++h) t[h] = half_to_float(static_cast<std::uint16_t>(h));
+    return t;
+  }();
+  return table.data();
+}
+
+// The kernel's own dequantisation: the same values as dequantize_vector (a test holds them to the
+// reference), written so that the compiler vectorises it.
+void dequantize_fast(const std::uint8_t* in, const KvFormat& f, const float* halves, float* out) {
+  if (!f.quantized()) {
+    std::uint16_t bits[256];
+    std::memcpy(bits, in, static_cast<std::size_t>(f.head_dim) * 2);
+    for (int i = 0; i < f.head_dim; ++i) out[i] = halves[bits[i]];
+    return;
+  }
+  const int code_bytes = f.code_bytes_per_group();
+  for (int g = 0; g < f.groups(); ++g) {
+    const std::uint8_t* base = in + static_cast<std::size_t>(g) * f.group_bytes();
+    std::uint16_t params[2];
+    std::memcpy(params, base + code_bytes, 4);
+    const float scale = halves[params[0]], zero = halves[params[1]];
+    float* o = out + g * f.group;
+    switch (f.bits()) {
+      case 8:
+#pragma omp simd
+        for (int i = 0; i < code_bytes; ++i) o[i] = base[i] * scale + zero;
+        break;
+      case 4:
+#pragma omp simd
+        for (int i = 0; i < code_bytes; ++i) {
+          o[2 * i] = (base[i] & 0xf) * scale + zero;
+          o[2 * i + 1] = (base[i] >> 4) * scale + zero;
+        }
+        break;
+      default:  // 2 bits
+#pragma omp simd
+        for (int i = 0; i < code_bytes; ++i) {
+          o[4 * i] = (base[i] & 0x3) * scale + zero;
+          o[4 * i + 1] = ((base[i] >> 2) & 0x3) * scale + zero;
+          o[4 * i + 2] = ((base[i] >> 4) & 0x3) * scale + zero;
+          o[4 * i + 3] = (base[i] >> 6) * scale + zero;
+        }
+        break;
+    }
+  }
+}
+
+// One (sequence, KV head): two passes over the cache, K then V, each vector dequantised once and
+// used by every query head of the GQA group. Built twice on x86-64 (AVX2+FMA and baseline), the
+// loader picking the one the CPU runs.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("arch=haswell", "default")))
+#endif
+void attend_pair(const DecodeAttentionArgs& a, int seq, int kvh, const float* halves) {
   const KvFormat& f = a.shape.format;
   const int hd = f.head_dim;
   const int group = a.q_heads / a.shape.kv_heads;
-  const int pairs = a.num_seqs * a.shape.kv_heads;
+  const int ctx = a.context_lens[seq];
+  std::vector<float> scores(static_cast<std::size_t>(group) * ctx), acc(static_cast<std::size_t>(group) * hd, 0.f);
+  alignas(64) float vec[256];
+  const float* q = a.query + (static_cast<std::size_t>(seq) * a.q_heads + kvh * group) * hd;
+  const std::int32_t* table = a.block_tables + static_cast<std::size_t>(seq) * a.max_blocks_per_seq;
+  for (int t = 0; t < ctx; ++t) {
+    dequantize_fast(a.k_cache + a.shape.offset(table[t / a.shape.block_size], t % a.shape.block_size, kvh), f, halves, vec);
+    for (int g = 0; g < group; ++g) {
+      const float* qg = q + g * hd;
+      float dot = 0;
+#pragma omp simd reduction(+ : dot)
+      for (int i = 0; i < hd; ++i) dot += qg[i] * vec[i];
+      scores[static_cast<std::size_t>(g) * ctx + t] = dot * a.scale;
+    }
+  }
+  std::vector<float> denominators(group);
+  for (int g = 0; g < group; ++g) {
+    float* sg = &scores[static_cast<std::size_t>(g) * ctx];
+    const float m = *std::max_element(sg, sg + ctx);
+    float sum = 0;
+    for (int t = 0; t < ctx; ++t) sum += (sg[t] = std::exp(sg[t] - m));
+    denominators[g] = sum;
+  }
+  for (int t = 0; t < ctx; ++t) {
+    dequantize_fast(a.v_cache + a.shape.offset(table[t / a.shape.block_size], t % a.shape.block_size, kvh), f, halves, vec);
+    for (int g = 0; g < group; ++g) {
+      const float p = scores[static_cast<std::size_t>(g) * ctx + t];
+      float* ag = &acc[static_cast<std::size_t>(g) * hd];
+#pragma omp simd
+      for (int i = 0; i < hd; ++i) ag[i] += p * vec[i];
+    }
+  }
+  float* o = a.out + (static_cast<std::size_t>(seq) * a.q_heads + kvh * group) * hd;
+  for (int g = 0; g < group; ++g)
+    for (int i = 0; i < hd; ++i) o[g * hd + i] = acc[static_cast<std::size_t>(g) * hd + i] / denominators[g];
+}
+
+}  // namespace
+
+void decode_attention(const DecodeAttentionArgs& a) {
+  validate(a);
   for (int seq = 0; seq < a.num_seqs; ++seq) {  // checked before the parallel loop: no throwing inside it
     if (a.context_lens[seq] < 1 || a.context_lens[seq] > a.max_blocks_per_seq * a.shape.block_size) {
       throw std::invalid_argument("decode_attention: context length out of range for sequence " + std::to_string(seq));
     }
   }
-#pragma omp parallel for schedule(dynamic)
-  for (int pair = 0; pair < pairs; ++pair) {
-    const int seq = pair / a.shape.kv_heads, kvh = pair % a.shape.kv_heads;
-    const int ctx = a.context_lens[seq];
-    std::vector<float> scores(static_cast<std::size_t>(group) * ctx), vec(hd), acc(static_cast<std::size_t>(group) * hd, 0.f);
-    const float* q = a.query + (static_cast<std::size_t>(seq) * a.q_heads + kvh * group) * hd;
-    // Pass 1: scores, each K vector dequantised once and used by every query head of its group.
-    for (int t = 0; t < ctx; ++t) {
-      const int block = a.block_tables[static_cast<std::size_t>(seq) * a.max_blocks_per_seq + t / a.shape.block_size];
-      dequantize_vector(a.k_cache + a.shape.offset(block, t % a.shape.block_size, kvh), f, vec.data());
-      for (int g = 0; g < group; ++g) {
-        float dot = 0;
-        for (int i = 0; i < hd; ++i) dot += q[g * hd + i] * vec[i];
-        scores[static_cast<std::size_t>(g) * ctx + t] = dot * a.scale;
-      }
-    }
-    std::vector<float> denominators(group);
-    for (int g = 0; g < group; ++g) {
-      float* s = &scores[static_cast<std::size_t>(g) * ctx];
-      const float m = *std::max_element(s, s + ctx);
-      float sum = 0;
-      for (int t = 0; t < ctx; ++t) sum += (s[t] = std::exp(s[t] - m));
-      denominators[g] = sum;
-    }
-    // Pass 2: the probability-weighted sum of V.
-    for (int t = 0; t < ctx; ++t) {
-      const int block = a.block_tables[static_cast<std::size_t>(seq) * a.max_blocks_per_seq + t / a.shape.block_size];
-      dequantize_vector(a.v_cache + a.shape.offset(block, t % a.shape.block_size, kvh), f, vec.data());
-      for (int g = 0; g < group; ++g) {
-        const float p = scores[static_cast<std::size_t>(g) * ctx + t];
-        for (int i = 0; i < hd; ++i) acc[static_cast<std::size_t>(g) * hd + i] += p * vec[i];
-      }
-    }
-    float* o = a.out + (static_cast<std::size_t>(seq) * a.q_heads + kvh * group) * hd;
-    for (int g = 0; g < group; ++g)
-      for (int i = 0; i < hd; ++i) o[g * hd + i] = acc[static_cast<std::size_t>(g) * hd + i] / denominators[g];
-  }
+  const float* halves = half_table();
+  const int pairs = a.num_seqs * a.shape.kv_heads;
+  long tokens = 0;
+  for (int seq = 0; seq < a.num_seqs; ++seq) tokens += a.context_lens[seq];
+  // Threads only pay off for enough work: waking them costs more than a short call takes.
+  const bool parallel = tokens * a.shape.kv_heads > (1L << 16);
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int pair = 0; pair < pairs; ++pair) attend_pair(a, pair / a.shape.kv_heads, pair % a.shape.kv_heads, halves);
 }
 
 void reference_decode_attention(const float* query, const float* k, const float* v, const std::int32_t* context_lens,
