@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/kv_kernels.h"
+#include "kernels/kivi.h"
 #include "kernels/kv_quality.h"
 #include "tests/test_support.h"
 #include "models/kv/kv_methods.h"
@@ -236,4 +237,42 @@ TEST_CASE("KV tensors load from .npy files", "[unit]") {
   CHECK_THAT(r.out, Catch::Contains("npy KV: 3 tokens"));
   auto bad = memtwin::test::run_memtwin({"kernels", "--keys", "/no/such.npy", "--values", path});
   CHECK(bad.exit_code == 2);
+}
+
+TEST_CASE("KIVI caches hold exactly the bytes memtwin's size model counts, token by token", "[unit]") {
+  for (int bits : {2, 4}) {
+    const int head_dim = 128, group = 32, residual = 128;
+    KiviSequence cache(head_dim, bits, group, residual);
+    const memtwin::KvShape one_head{1, 1, head_dim, 2};
+    memtwin::GroupQuantKv model(one_head, bits, group, true, residual);
+    const auto k = synthetic_kv(700, head_dim, 11, true);
+    const auto v = synthetic_kv(700, head_dim, 12, false);
+    for (int t = 0; t < 700; ++t) {
+      cache.append(&k[static_cast<std::size_t>(t) * head_dim], &v[static_cast<std::size_t>(t) * head_dim]);
+      REQUIRE(cache.quantized_tokens() == model.quantized_tokens(t + 1));
+      REQUIRE(static_cast<double>(cache.bytes()) == model.sequence_bytes(t + 1, 0));
+    }
+    // Per-channel keys keep the outlier channels (every 37th here) from stretching everyone else's
+    // quantisation step: on the ordinary channels KIVI's error is far below per-token groups'.
+    std::vector<float> kd, vd;
+    cache.read(kd, vd);
+    KvFormat per_token = format(bits == 4 ? KvElement::int4 : KvElement::int2);
+    std::vector<std::uint8_t> bytes(per_token.vector_bytes());
+    std::vector<float> back(head_dim);
+    double kivi = 0, token_groups = 0, den = 0;
+    for (int t = 0; t < 700; ++t) {
+      quantize_vector(&k[static_cast<std::size_t>(t) * head_dim], per_token, bytes.data());
+      dequantize_vector(bytes.data(), per_token, back.data());
+      for (int i = 0; i < head_dim; ++i) {
+        if (i % 37 == 0) continue;  // an outlier channel
+        const double x = k[t * head_dim + i];
+        kivi += (kd[t * head_dim + i] - x) * (kd[t * head_dim + i] - x);
+        token_groups += (back[i] - x) * (back[i] - x);
+        den += x * x;
+      }
+    }
+    INFO("bits " << bits << ": ordinary-channel key error, KIVI " << std::sqrt(kivi / den) << ", per-token groups "
+                 << std::sqrt(token_groups / den));
+    CHECK(std::sqrt(kivi / den) < 0.5 * std::sqrt(token_groups / den));
+  }
 }
