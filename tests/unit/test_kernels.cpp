@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/kv_kernels.h"
+#include "kernels/eviction.h"
 #include "kernels/kivi.h"
 #include "kernels/kv_quality.h"
 #include "tests/test_support.h"
@@ -274,5 +275,51 @@ TEST_CASE("KIVI caches hold exactly the bytes memtwin's size model counts, token
     INFO("bits " << bits << ": ordinary-channel key error, KIVI " << std::sqrt(kivi / den) << ", per-token groups "
                  << std::sqrt(token_groups / den));
     CHECK(std::sqrt(kivi / den) < 0.5 * std::sqrt(token_groups / den));
+  }
+}
+
+TEST_CASE("eviction support: H2O scores, SnapKV votes, entropy, selection and compaction", "[unit]") {
+  // H2O: a GQA group's probabilities add up in its KV head's scores.
+  std::vector<float> probs = {0.5f, 0.5f, 0.f, 0.2f, 0.3f, 0.5f, 1.f, 0.f, 0.f, 0.f, 0.f, 1.f};  // 4 heads x 3 tokens
+  std::vector<float> scores(2 * 3, 0.f);
+  accumulate_attention(probs.data(), 4, 2, 3, scores.data());
+  CHECK(scores == std::vector<float>{0.7f, 0.8f, 0.5f, 1.f, 0.f, 1.f});
+  // SnapKV: window votes summed, then max-pooled over three neighbours.
+  std::vector<float> attention = {0, 1, 0, 0, 0, 0,   0, 0, 0, 0, 2, 0};  // 1 head x 2 window rows x 6 tokens
+  std::vector<float> pooled(6);
+  snapkv_scores(attention.data(), 1, 2, 6, 3, pooled.data());
+  CHECK(pooled == std::vector<float>{1, 1, 1, 2, 2, 2});
+  // Entropy: uniform over n is log n, one-hot is 0.
+  std::vector<float> rows = {0.25f, 0.25f, 0.25f, 0.25f, 0.f, 1.f, 0.f, 0.f};
+  std::vector<float> entropy(2);
+  attention_entropy(rows.data(), 2, 4, entropy.data());
+  CHECK(entropy[0] == Approx(std::log(4.0)));
+  CHECK(entropy[1] == Approx(0.0).margin(1e-12));
+  // Selection: sinks and recent always, then the best of the middle, exactly `keep` in all.
+  std::vector<float> s = {0, 9, 1, 8, 2, 7, 3, 0, 0, 5};
+  CHECK(select_tokens(s.data(), 10, 6, 1, 2) == std::vector<int>{0, 1, 3, 5, 8, 9});
+  CHECK(select_tokens(s.data(), 4, 6, 1, 2) == std::vector<int>{0, 1, 2, 3});
+
+  // Compaction keeps exactly the selected tokens' vectors, in order, for the one head.
+  PagedShape shape{8, 4, 2, format(KvElement::int4, 64, 32)};
+  const int tokens = 20;
+  const std::vector<std::int32_t> table = {5, 2, 7, 0, 3};
+  const auto x = synthetic_kv(static_cast<std::size_t>(tokens) * 2, 64, 21, false);
+  std::vector<std::int64_t> slots(tokens);
+  for (int t = 0; t < tokens; ++t) slots[t] = table[t / 4] * 4 + t % 4;
+  std::vector<std::uint8_t> cache(shape.bytes());
+  write_paged(x.data(), slots.data(), tokens, shape, cache.data());
+  const std::vector<std::uint8_t> before = cache;
+  const std::vector<int> kept = {0, 3, 4, 9, 15, 19};
+  compact_head(cache.data(), shape, table.data(), 1, kept);
+  const std::size_t vb = shape.format.vector_bytes();
+  for (std::size_t i = 0; i < kept.size(); ++i) {
+    const std::uint8_t* now = cache.data() + shape.offset(table[i / 4], i % 4, 1);
+    const std::uint8_t* was = before.data() + shape.offset(table[kept[i] / 4], kept[i] % 4, 1);
+    CHECK(std::equal(now, now + vb, was));
+  }
+  for (int t = 0; t < tokens; ++t) {  // head 0 is untouched
+    const std::size_t off = shape.offset(table[t / 4], t % 4, 0);
+    CHECK(std::equal(cache.begin() + off, cache.begin() + off + vb, before.begin() + off));
   }
 }
