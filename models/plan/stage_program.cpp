@@ -228,10 +228,15 @@ void StageProgramBuilder::prologue() {
   x.previous = x.start;
 }
 
+void StageProgramBuilder::attach(const StageProgramBuilder& first) {
+  impl_->start = first.impl_->start;
+  impl_->previous = first.impl_->previous;
+}
+
 void StageProgramBuilder::forward(int mb) {
   Impl& x = *impl_;
   const std::string tag = "mb" + std::to_string(mb) + ".";
-  const int stage = x.spec.stage;
+  const int stage = x.spec.virtual_stage;
   if (stage > 0) {
     x.previous = x.e.collective(tag + "recv_activations", Collective::p2p_forward, "pp_prev", x.boundary_bytes(),
                                 {x.previous}, "act." + std::to_string(stage - 1) + "." + std::to_string(mb), Stream::recv_prev);
@@ -274,7 +279,7 @@ void StageProgramBuilder::forward(int mb) {
 void StageProgramBuilder::backward(int mb) {
   Impl& x = *impl_;
   const std::string tag = "mb" + std::to_string(mb) + ".";
-  const int stage = x.spec.stage;
+  const int stage = x.spec.virtual_stage;
   const bool last_mb = mb + 1 == x.spec.microbatches;
   if (!x.spec.has_head) {
     x.previous = x.e.collective(tag + "recv_gradients", Collective::p2p_backward, "pp_next", x.boundary_bytes(),
@@ -326,10 +331,16 @@ void StageProgramBuilder::backward(int mb) {
   if (last_mb) x.reduce_gradients(tag + "root", x.root_params, x.previous);
 }
 
-void StageProgramBuilder::epilogue() {
+void StageProgramBuilder::epilogue(const std::vector<const StageProgramBuilder*>& other_chunks) {
   Impl& x = *impl_;
   std::vector<std::uint32_t> before_step = x.reductions;
   before_step.push_back(x.previous);
+  int layers = x.spec.layers;
+  for (const auto* chunk : other_chunks) {
+    before_step.insert(before_step.end(), chunk->impl_->reductions.begin(), chunk->impl_->reductions.end());
+    before_step.push_back(chunk->impl_->previous);
+    layers += chunk->impl_->spec.layers;
+  }
   const double shard_params = x.layout.optimizer ? x.share.trainable / x.layout.degree : x.share.trainable;
   std::uint32_t step;
   if (x.t.offload.optimizer == OffloadTarget::cpu || x.t.offload.parameters == OffloadTarget::cpu) {
@@ -348,9 +359,9 @@ void StageProgramBuilder::epilogue() {
   }
   if (x.spec.dp_ranks > 1 && x.layout.optimizer && !x.gather) {
     // ZeRO-1/2: every rank gathers the updated parameters of the others, block by block.
-    for (int b = 0; b < x.spec.layers; ++b) {
-      x.e.collective("block" + std::to_string(x.spec.first_layer + b) + ".param_ag", Collective::all_gather, "dp",
-                     x.block.params * x.element, {step});
+    for (int b = 0; b < layers; ++b) {
+      x.e.collective("block" + std::to_string(b) + ".param_ag", Collective::all_gather, "dp", x.block.params * x.element,
+                     {step});
     }
     if (x.root_params > 0) {
       x.e.collective("root.param_ag", Collective::all_gather, "dp", x.root_params * x.element, {step});
@@ -358,28 +369,36 @@ void StageProgramBuilder::epilogue() {
   }
 }
 
-std::vector<std::pair<char, int>> pipeline_schedule(PipelineSchedule kind, int stage, int stages, int microbatches) {
-  std::vector<std::pair<char, int>> order;
-  if (stages == 1 || kind == PipelineSchedule::gpipe) {
-    for (int mb = 0; mb < microbatches; ++mb) order.emplace_back('F', mb);
-    for (int mb = 0; mb < microbatches; ++mb) order.emplace_back('B', mb);
-    if (stages == 1) {
-      // Without a pipeline each micro-batch's backward follows its forward (gradient accumulation).
-      order.clear();
-      for (int mb = 0; mb < microbatches; ++mb) {
-        order.emplace_back('F', mb);
-        order.emplace_back('B', mb);
-      }
+std::vector<Pass> pipeline_schedule(PipelineSchedule kind, int stage, int stages, int microbatches, int chunks) {
+  std::vector<Pass> order;
+  if (stages == 1) {
+    // Without a pipeline each micro-batch's backward follows its forward (gradient accumulation).
+    for (int mb = 0; mb < microbatches; ++mb) {
+      order.push_back({'F', mb, 0});
+      order.push_back({'B', mb, 0});
     }
     return order;
   }
-  const int warmup = std::min(stages - stage - 1, microbatches);
-  for (int mb = 0; mb < warmup; ++mb) order.emplace_back('F', mb);
-  for (int i = 0; i < microbatches - warmup; ++i) {
-    order.emplace_back('F', warmup + i);
-    order.emplace_back('B', i);
+  if (kind == PipelineSchedule::gpipe) {
+    for (int mb = 0; mb < microbatches; ++mb) order.push_back({'F', mb, 0});
+    for (int mb = 0; mb < microbatches; ++mb) order.push_back({'B', mb, 0});
+    return order;
   }
-  for (int mb = microbatches - warmup; mb < microbatches; ++mb) order.emplace_back('B', mb);
+  // 1F1B is the interleaved schedule with one chunk.
+  const int total = microbatches * chunks;
+  const int group = stages * chunks;
+  auto pass = [&](char k, int i) {
+    const int c = (i % group) / stages;
+    return Pass{k, (i / group) * stages + i % stages, k == 'F' ? c : chunks - 1 - c};
+  };
+  const int warmup = chunks == 1 ? std::min(stages - stage - 1, total)
+                                 : std::min((stages - stage - 1) * 2 + (chunks - 1) * stages, total);
+  for (int i = 0; i < warmup; ++i) order.push_back(pass('F', i));
+  for (int i = 0; i < total - warmup; ++i) {
+    order.push_back(pass('F', warmup + i));
+    order.push_back(pass('B', i));
+  }
+  for (int i = total - warmup; i < total; ++i) order.push_back(pass('B', i));
   return order;
 }
 

@@ -13,7 +13,11 @@ namespace memtwin {
 
 struct StageSpec {
   int stage = 0, stages = 1;
-  int first_layer = 0, layers = 0;  ///< the blocks this stage holds
+  /// Interleaved schedules give a stage several model chunks; each chunk is a virtual stage
+  /// (chunk x stages + stage) that sends to the next virtual stage. Without interleaving the
+  /// virtual stage is the stage.
+  int virtual_stage = 0, virtual_stages = 1;
+  int first_layer = 0, layers = 0;  ///< the blocks this chunk holds
   bool has_embedding = true, has_head = true;
   int microbatches = 1;
   int dp_ranks = 1;                 ///< size of the data-parallel group
@@ -24,10 +28,14 @@ struct StageSpec {
 class StageProgramBuilder {
  public:
   StageProgramBuilder(const Scenario& scenario, const StageSpec& spec, Program& program);
+  /// The stage's persistent state; a stage's other chunks `attach` to the chunk that ran it.
   void prologue();
+  void attach(const StageProgramBuilder& first);
   void forward(int microbatch);
   void backward(int microbatch);
-  void epilogue();
+  /// The optimizer step after every chunk's gradient reductions; `other_chunks` adds theirs and
+  /// their blocks to the parameter all-gathers of ZeRO-1/2.
+  void epilogue(const std::vector<const StageProgramBuilder*>& other_chunks = {});
   [[nodiscard]] Bytes persistent_bytes() const { return persistent_; }
 
  private:
@@ -36,8 +44,17 @@ class StageProgramBuilder {
   Bytes persistent_;
 };
 
-/// The order of forward ('F') and backward ('B') passes of a stage: GPipe runs every forward
-/// first; 1F1B runs (stages - stage - 1) warm-up forwards, then alternates, then drains.
-std::vector<std::pair<char, int>> pipeline_schedule(PipelineSchedule kind, int stage, int stages, int microbatches);
+/// One pass of a stage's schedule: forward or backward of a micro-batch through one model chunk.
+struct Pass {
+  char kind = 'F';  ///< 'F' or 'B'
+  int microbatch = 0;
+  int chunk = 0;
+};
+
+/// The order of passes of a stage: GPipe runs every forward first; 1F1B runs
+/// (stages - stage - 1) warm-up forwards, then alternates, then drains; the interleaved schedule
+/// (Megatron-LM) runs (stages - stage - 1) x 2 + (chunks - 1) x stages warm-up forwards over
+/// groups of `stages` micro-batches per chunk, then alternates, then drains.
+std::vector<Pass> pipeline_schedule(PipelineSchedule kind, int stage, int stages, int microbatches, int chunks = 1);
 
 }  // namespace memtwin

@@ -4,6 +4,8 @@
 #include "models/model_facts.h"
 #include "models/plan/stage_program.h"
 
+#include <memory>
+
 namespace memtwin {
 
 double model_flops_per_gpu_step(const Scenario& s) {
@@ -17,16 +19,17 @@ Plan build_training_plan(const Scenario& s) {
   const ModelSpec& m = s.model;
   if (!m.architecture_known) throw PlanUnsupported("simulating a step needs the model's architecture, not only its parameter count");
   if (t.parallelism.expert > 1) throw PlanUnsupported("the sim backend does not model expert parallelism yet; use --backend analytic");
-  if (t.parallelism.schedule == PipelineSchedule::interleaved) {
-    throw PlanUnsupported("the sim backend does not model the interleaved pipeline schedule yet (1f1b and gpipe are); "
-                          "use --backend analytic or pipeline_schedule: 1f1b");
-  }
 
   const int gpus = s.cluster.total_gpus();
   const int tp = t.parallelism.tensor;
   const int pp = t.parallelism.pipeline;
   const int dp = gpus / (tp * pp);
   const int microbatches = t.global_batch / (t.micro_batch * dp);
+  const int chunks = t.parallelism.schedule == PipelineSchedule::interleaved ? t.parallelism.interleave : 1;
+  if (chunks > 1 && microbatches % pp != 0) {
+    throw PlanUnsupported("the interleaved schedule needs the micro-batches per step (" + std::to_string(microbatches) +
+                          ") to be a multiple of the pipeline stages (" + std::to_string(pp) + "), as Megatron-LM does");
+  }
   const ShardingLayout layout = sharding_layout(t, dp);
   const bool hybrid = t.sharding.strategy == ShardingStrategy::fsdp && t.sharding.fsdp_mode == FsdpMode::hybrid_shard &&
                       layout.degree < dp;
@@ -64,17 +67,19 @@ Plan build_training_plan(const Scenario& s) {
       }
     }
   }
-  // Pipeline neighbours: one pair per consecutive stages, seen as "pp_next" from the lower stage
-  // and "pp_prev" from the upper one.
-  for (int stage = 0; stage + 1 < pp; ++stage) {
+  // Pipeline neighbours: one pair per stage and the next, seen as "pp_next" from the sender of
+  // activations and "pp_prev" from the receiver. Interleaving also links the last stage to the
+  // first (chunk c of the last stage feeds chunk c + 1 of the first).
+  const int links = chunks > 1 ? pp : pp - 1;
+  for (int stage = 0; stage < links; ++stage) {
     for (int d = 0; d < dp; ++d) {
       for (int r = 0; r < tp; ++r) {
-        const int lower = rank_of(stage, d, r), upper = rank_of(stage + 1, d, r);
-        plan.groups["pp_next"].push_back({lower, upper});
-        plan.groups["pp_prev"].push_back({lower, upper});
+        const int sender = rank_of(stage, d, r), receiver = rank_of((stage + 1) % pp, d, r);
+        plan.groups["pp_next"].push_back({sender, receiver});
+        plan.groups["pp_prev"].push_back({sender, receiver});
         const int index = static_cast<int>(plan.groups["pp_next"].size() - 1);
-        plan.group_of_rank[lower]["pp_next"] = index;
-        plan.group_of_rank[upper]["pp_prev"] = index;
+        plan.group_of_rank[sender]["pp_next"] = index;
+        plan.group_of_rank[receiver]["pp_prev"] = index;
       }
     }
   }
@@ -84,29 +89,39 @@ Plan build_training_plan(const Scenario& s) {
     for (int d = 0; d < dp; ++d)
       for (int r = 0; r < tp; ++r) plan.program_of_rank[rank_of(stage, d, r)] = stage;
   }
-  // Blocks over stages as evenly as possible; the first stages take the remainder.
-  int first_layer = 0;
+  // Blocks over the virtual stages as evenly as possible; the first ones take the remainder.
+  const int virtual_stages = pp * chunks;
+  std::vector<int> first_layer(virtual_stages + 1, 0);
+  for (int v = 0; v < virtual_stages; ++v) {
+    first_layer[v + 1] = first_layer[v] + m.layers / virtual_stages + (v < m.layers % virtual_stages ? 1 : 0);
+  }
   for (int stage = 0; stage < pp; ++stage) {
-    StageSpec spec;
-    spec.stage = stage;
-    spec.stages = pp;
-    spec.first_layer = first_layer;
-    spec.layers = m.layers / pp + (stage < m.layers % pp ? 1 : 0);
-    first_layer += spec.layers;
-    spec.has_embedding = stage == 0;
-    spec.has_head = stage == pp - 1;
-    spec.microbatches = microbatches;
-    spec.dp_ranks = dp;
-    spec.hybrid = hybrid;
-    spec.shard_degree = layout.degree;
     plan.programs.push_back(Program{pp == 1 ? "train_step" : "train_step.stage" + std::to_string(stage), {}});
-    StageProgramBuilder builder(s, spec, plan.programs.back());
-    builder.prologue();
-    for (const auto& [pass, mb] : pipeline_schedule(t.parallelism.schedule, stage, pp, microbatches)) {
-      if (pass == 'F') builder.forward(mb); else builder.backward(mb);
+    std::vector<std::unique_ptr<StageProgramBuilder>> builders;
+    for (int c = 0; c < chunks; ++c) {
+      StageSpec spec;
+      spec.stage = stage;
+      spec.stages = pp;
+      spec.virtual_stage = c * pp + stage;
+      spec.virtual_stages = virtual_stages;
+      spec.first_layer = first_layer[spec.virtual_stage];
+      spec.layers = first_layer[spec.virtual_stage + 1] - spec.first_layer;
+      spec.has_embedding = spec.virtual_stage == 0;
+      spec.has_head = spec.virtual_stage == virtual_stages - 1;
+      spec.microbatches = microbatches;
+      spec.dp_ranks = dp;
+      spec.hybrid = hybrid;
+      spec.shard_degree = layout.degree;
+      builders.push_back(std::make_unique<StageProgramBuilder>(s, spec, plan.programs.back()));
+      if (c == 0) builders[0]->prologue(); else builders[c]->attach(*builders[0]);
     }
-    builder.epilogue();
-    if (stage == 0) plan.persistent_bytes = builder.persistent_bytes();
+    for (const Pass& pass : pipeline_schedule(t.parallelism.schedule, stage, pp, microbatches, chunks)) {
+      if (pass.kind == 'F') builders[pass.chunk]->forward(pass.microbatch); else builders[pass.chunk]->backward(pass.microbatch);
+    }
+    std::vector<const StageProgramBuilder*> others;
+    for (int c = 1; c < chunks; ++c) others.push_back(builders[c].get());
+    builders[0]->epilogue(others);
+    if (stage == 0) plan.persistent_bytes = builders[0]->persistent_bytes();
   }
   return plan;
 }

@@ -162,9 +162,10 @@ TEST_CASE("run with an output directory writes the result, a Perfetto trace and 
 }
 
 TEST_CASE("backends refuse what they cannot run, with exit code 2", "[unit]") {
-  auto r = run_memtwin({"run", source_path("scenarios/training/llama3.1-405b-16k-h100.yaml"), "--backend", "sim"});
+  auto r = run_memtwin({"run", source_path("scenarios/quickstart.yaml"), "--backend", "sim", "--set", "model=mixtral-8x7b",
+                        "--set", "training.parallelism.expert=2"});
   CHECK(r.exit_code == 2);
-  CHECK_THAT(r.err, Catch::Contains("interleaved pipeline schedule") && Catch::Contains("--backend analytic"));
+  CHECK_THAT(r.err, Catch::Contains("expert parallelism") && Catch::Contains("--backend analytic"));
 }
 
 TEST_CASE("fast fidelity simulates two nodes and predicts the full cluster's step", "[unit]") {
