@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <algorithm>
 #include <iostream>
 #include <set>
 #include <sstream>
@@ -13,6 +14,7 @@
 #include "apps/memtwin/commands.h"
 #include "apps/memtwin/json_path.h"
 #include "apps/memtwin/options.h"
+#include "apps/memtwin/mpi_split.h"
 #include "apps/memtwin/point_runner.h"
 #include "models/scenario_loader.h"
 
@@ -77,7 +79,7 @@ int cmd_sweep(const Args& args) {
   const auto& points = grid.points;
 
   const fs::path dir = (*vm)["out"].as<std::string>();
-  fs::create_directories(dir / "tmp");
+  fs::create_directories(dir);
   const fs::path jsonl = dir / "points.jsonl", csv = dir / "points.csv";
   // One CSV row per JSONL line, so both files can be rebuilt from the JSONL alone.
   auto csv_row = [&](const nlohmann::json& line) {
@@ -92,6 +94,9 @@ int cmd_sweep(const Args& args) {
     c << "," << csv_cell(line.value("error", "")) << "\n";
     return c.str();
   };
+  // Under mpirun each rank runs its share of the points (index mod size) into a file of its own;
+  // rank 0 gathers them into the one result file, in point order, after a barrier.
+  const MpiSplit mpi = MpiSplit::from_launcher();
   std::vector<nlohmann::json> kept;
   if ((*vm)["resume"].as<bool>() && fs::exists(jsonl)) {
     std::ifstream in(jsonl);
@@ -104,26 +109,34 @@ int cmd_sweep(const Args& args) {
     }
   }
   std::set<std::string> done;
-  {
+  for (const auto& line : kept) done.insert(line["overrides"].dump());
+  auto write_files = [&](std::vector<nlohmann::json> lines, bool sort) {
+    if (sort) {
+      std::stable_sort(lines.begin(), lines.end(),
+                       [](const auto& a, const auto& b) { return a["point"].template get<std::size_t>() < b["point"].template get<std::size_t>(); });
+    }
     std::ofstream j(jsonl, std::ios::trunc);
     std::ofstream c(csv, std::ios::trunc);
     c << "point,status";
     for (const auto& k : keys) c << "," << csv_cell(k);
     for (const auto& col : kColumns) c << "," << col;
     c << ",error\n";
-    for (const auto& line : kept) {
-      done.insert(line["overrides"].dump());
+    for (const auto& line : lines) {
       j << line.dump() << "\n";
       c << csv_row(line);
     }
-  }
+  };
+  if (!mpi.active) write_files(kept, false);
 
   std::vector<std::size_t> todo;
   for (std::size_t i = 0; i < points.size(); ++i) {
     nlohmann::json overrides = points[i];
-    if (!done.count(overrides.dump())) todo.push_back(i);
+    if (!done.count(overrides.dump()) && static_cast<int>(i % mpi.size) == mpi.rank) todo.push_back(i);
   }
-  run_points(scenario, (*vm)["backend"].as<std::string>(), common, points, todo, (*vm)["jobs"].as<int>(), dir / "tmp",
+  const fs::path own = mpi.active ? dir / ("points.rank" + std::to_string(mpi.rank) + ".jsonl") : jsonl;
+  if (mpi.active) std::ofstream(own, std::ios::trunc);
+  const fs::path scratch = dir / (mpi.active ? "tmp.rank" + std::to_string(mpi.rank) : std::string("tmp"));
+  run_points(scenario, (*vm)["backend"].as<std::string>(), common, points, todo, (*vm)["jobs"].as<int>(), scratch,
              [&](const PointOutcome& o) {
                nlohmann::json line;
                line["point"] = o.index;
@@ -138,12 +151,29 @@ int cmd_sweep(const Args& args) {
                std::string message = o.err;
                while (!message.empty() && message.back() == '\n') message.pop_back();
                if (!message.empty() && o.exit_code != 0 && o.exit_code != 3) line["error"] = message;
-               std::ofstream(jsonl, std::ios::app) << line.dump() << "\n";
-               std::ofstream(csv, std::ios::app) << csv_row(line);
+               std::ofstream(own, std::ios::app) << line.dump() << "\n";
+               if (!mpi.active) std::ofstream(csv, std::ios::app) << csv_row(line);
              });
-  fs::remove_all(dir / "tmp");
-  std::cout << points.size() << " points (" << todo.size() << " run now, " << points.size() - todo.size()
-            << " already done) in " << jsonl.string() << " and " << csv.string() << "\n";
+  fs::remove_all(scratch);
+  if (mpi.active) {
+    mpi.barrier();
+    if (mpi.rank == 0) {
+      std::vector<nlohmann::json> all = kept;
+      for (int r = 0; r < mpi.size; ++r) {
+        const fs::path part = dir / ("points.rank" + std::to_string(r) + ".jsonl");
+        std::ifstream in(part);
+        for (std::string line; std::getline(in, line);) all.push_back(nlohmann::json::parse(line));
+        in.close();
+        fs::remove(part);
+      }
+      write_files(all, true);
+    }
+    mpi.barrier();
+  }
+  if (mpi.rank == 0) {
+    std::cout << points.size() << " points (" << points.size() - done.size() << " run now" << (mpi.active ? " by " + std::to_string(mpi.size) + " MPI ranks" : std::string()) << ", "
+              << done.size() << " already done) in " << jsonl.string() << " and " << csv.string() << "\n";
+  }
   return kOk;
 }
 

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -76,4 +77,26 @@ TEST_CASE("resuming a killed sweep loses no point and repeats none", "[unit]") {
   }
   CHECK(complete == 4);
   CHECK(points.size() == 4);
+}
+
+TEST_CASE("a sweep split over MPI ranks writes the same files as one process", "[unit]") {
+  const std::string one = "/tmp/memtwin-test-sweep-one", split = "/tmp/memtwin-test-sweep-mpi";
+  std::filesystem::remove_all(one);
+  std::filesystem::remove_all(split);
+  const std::string grid = " --grid training.micro_batch=1,2,4 --grid training.seq_len=2048,4096 --backend analytic --out ";
+  const std::string scenario = source_path("scenarios/quickstart.yaml");
+  REQUIRE(std::system((std::string(MEMTWIN_BINARY) + " sweep " + scenario + grid + one + " >/dev/null 2>&1").c_str()) == 0);
+  // mpirun refuses root unless told; CI runs as root.
+  const std::string mpi = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 3 --oversubscribe " +
+                          std::string(MEMTWIN_BINARY) + " sweep " + scenario + grid + split + " >/dev/null 2>&1";
+  REQUIRE(std::system(mpi.c_str()) == 0);
+  auto read = [](const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+  CHECK(read(split + "/points.jsonl") == read(one + "/points.jsonl"));
+  CHECK(read(split + "/points.csv") == read(one + "/points.csv"));
+  CHECK(lines(split + "/points.jsonl").size() == 6);
 }
