@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <set>
 #include <sstream>
 
 namespace memtwin::sim {
@@ -91,6 +92,29 @@ std::string requests_csv(const ServingSimulation& run) {
         << (r.finish_s - r.arrival_s) << "," << r.preemptions << "," << r.swaps << "\n";
   }
   return out.str();
+}
+
+std::string serving_trace(const ServingSimulation& run) {
+  nlohmann::ordered_json events = nlohmann::ordered_json::array();
+  std::set<int> named;
+  for (const auto& it : run.iteration_log) {
+    if (named.insert(it.replica).second) {
+      events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", it.replica},
+                        {"args", {{"name", "replica " + std::to_string(it.replica)}}}});
+      events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", it.replica}, {"tid", 0}, {"args", {{"name", "compute"}}}});
+    }
+    events.push_back({{"name", it.prefill_tokens > 0 ? "iteration (prefill)" : "iteration"}, {"cat", "compute"}, {"ph", "X"},
+                      {"pid", it.replica}, {"tid", 0}, {"ts", it.start_s * 1e6}, {"dur", (it.end_s - it.start_s) * 1e6},
+                      {"args", {{"decode_sequences", it.decode}, {"prefill_tokens", it.prefill_tokens}}}});
+  }
+  for (const auto& [t, u] : run.kv_utilization) {
+    events.push_back({{"name", "KV occupancy"}, {"ph", "C"}, {"pid", 0}, {"ts", t * 1e6}, {"args", {{"fraction", u}}}});
+    if (events.size() > 2 * ServingSimulation::kMaxLoggedIterations) break;
+  }
+  nlohmann::ordered_json doc;
+  doc["traceEvents"] = events;
+  doc["displayTimeUnit"] = "ms";
+  return doc.dump();
 }
 
 }  // namespace memtwin::sim

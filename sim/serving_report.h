@@ -17,4 +17,8 @@ void add_serving_results(nlohmann::ordered_json& metrics, std::vector<std::strin
 
 std::string requests_csv(const ServingSimulation& run);
 
+/// Perfetto trace of a serving run: a process per replica with its iterations (decode sequences
+/// and prefill tokens in the args), KV occupancy of replica 0 as a counter track.
+std::string serving_trace(const ServingSimulation& run);
+
 }  // namespace memtwin::sim

@@ -153,9 +153,13 @@ class Replica {
         load.decode_context += static_cast<double>(kv_.kept_tokens(q->prompt, q->generated));
         load.kv_bytes_read += kv_.sequence_bytes(q->prompt, q->generated);
       }
+      const double began = sg4::Engine::get_clock();
       sg4::this_actor::sleep_for(model_.seconds(load) + extra_s);
       ++out_.iterations;
       const double now = sg4::Engine::get_clock();
+      if (out_.iteration_log.size() < ServingSimulation::kMaxLoggedIterations) {
+        out_.iteration_log.push_back({index_, began, now, load.decode_sequences, load.prefill_tokens});
+      }
       for (Sequence* q : decoding) token(*q, now);
       for (std::size_t i = 0; i < prefilling.size(); ++i) {
         Sequence& q = *prefilling[i];

@@ -31,6 +31,13 @@ struct ServingSimulation {
   std::int64_t preemptions = 0, swaps = 0, rejected = 0;
   std::int64_t iterations = 0;
   std::vector<std::pair<double, double>> kv_utilization;  ///< replica 0: (time, used / capacity)
+  struct Iteration {
+    int replica = 0;
+    double start_s = 0, end_s = 0;
+    int decode = 0, prefill_tokens = 0;
+  };
+  std::vector<Iteration> iteration_log;  ///< the first kMaxLoggedIterations, for the trace
+  static constexpr std::size_t kMaxLoggedIterations = 200000;
   double swap_bytes = 0;
 };
 

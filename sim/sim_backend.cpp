@@ -43,6 +43,7 @@ class SimBackend final : public Backend {
     kv.precision(9);
     for (const auto& [t, u] : run.kv_utilization) kv << t << ",0," << u << "\n";
     r.files["kv_timeline.csv"] = kv.str();
+    r.files["trace.json"] = sim::serving_trace(run);
     return r;
   }
 

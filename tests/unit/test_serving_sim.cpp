@@ -87,6 +87,16 @@ TEST_CASE("a sustainable open loop serves what arrives (Little's law on the simu
       ++n;
     }
   }
+  // The run directory also holds a Perfetto trace of the iterations with the KV counter.
+  std::ifstream trace_file(dir + "/trace.json");
+  const auto trace = nlohmann::json::parse(trace_file);
+  int iterations = 0, counters = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    iterations += e.value("ph", "") == "X";
+    counters += e.value("ph", "") == "C";
+  }
+  CHECK(iterations == doc["requests"]["iterations"].get<int>());
+  CHECK(counters > 0);
   const double L = in_system / window_end;
   const double W = sum_w / n;
   CHECK(L == Approx(offered * W).epsilon(0.05));
