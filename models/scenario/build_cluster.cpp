@@ -1,4 +1,5 @@
 #include "models/scenario/builders.h"
+#include "models/scenario/calibration.h"
 
 namespace memtwin {
 
@@ -70,7 +71,10 @@ Cluster build_cluster(const ParamValues& v) {
   c.efficiency.gemm = v.number("cluster.efficiency.gemm");
   c.efficiency.attention = v.number("cluster.efficiency.attention");
   c.efficiency.memory = v.number("cluster.efficiency.memory");
-  if (v.given("cluster.calibration")) c.calibration = v.text("cluster.calibration");
+  if (v.given("cluster.calibration")) {
+    c.calibration = v.text("cluster.calibration");
+    apply_calibration(*c.calibration, v, c);
+  }
   if (v.given("cluster.price_per_gpu_hour")) {
     c.price_per_gpu_hour = v.number("cluster.price_per_gpu_hour");
   } else {

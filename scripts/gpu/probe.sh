@@ -22,6 +22,7 @@ if [ -z "$probe" ] || [ ! -x "$probe" ] || ldd "$probe" | grep -q "not found"; t
 fi
 timeout 120 "$probe" > "$out/device_probe.json" 2> "$out/device_probe.err"
 echo "device_probe exit $?" >> "$out/status.txt"
+python3 "$root/scripts/gpu/calibration_from_probe.py" "$out/device_probe.json" > "$out/calibration.yaml" 2>> "$out/status.txt"
 PYTHONUNBUFFERED=1 timeout 150 python3 "$root/scripts/gpu/torch_training_step.py" > "$out/torch_training.json" 2> "$out/torch_training.err"
 echo "torch_training exit $?" >> "$out/status.txt"
 cat "$out/status.txt" "$out/device_probe.json"

@@ -128,3 +128,27 @@ TEST_CASE("a null override removes a key, back to its default", "[unit]") {
   CHECK(l.scenario.training->micro_batch == 1);  // the schema's default
   CHECK(l.resolved["training"]["micro_batch"] == 1);
 }
+
+TEST_CASE("a calibration file replaces the default efficiencies, unless the scenario says otherwise", "[unit]") {
+  const std::string calib = test::source_path("calib/h200.yaml");
+  LoadedScenario l = load_scenario_file(test::source_path("scenarios/quickstart.yaml"),
+                                        {"cluster.gpu=h200", "cluster.calibration=" + calib});
+  CHECK(l.scenario.cluster.efficiency.gemm == Approx(0.818));
+  CHECK(l.scenario.cluster.efficiency.memory == Approx(0.891));
+  CHECK(l.scenario.cluster.runtime.cuda_context.count() == 595LL << 20);
+  CHECK(l.scenario.cluster.host.pcie_bandwidth.value() == Approx(55.3e9));
+  LoadedScenario mine = load_scenario_file(test::source_path("scenarios/quickstart.yaml"),
+                                           {"cluster.calibration=" + calib, "cluster.efficiency.gemm=0.5"});
+  CHECK(mine.scenario.cluster.efficiency.gemm == 0.5);
+  CHECK(mine.scenario.cluster.efficiency.memory == Approx(0.891));
+
+  const std::string bad = write_temp("memtwin-bad-calib.yaml", "efficiency:\n  gemm: 0.8\n  gemms: 0.7\n");
+  try {
+    load_scenario_file(test::source_path("scenarios/quickstart.yaml"), {"cluster.calibration=" + bad});
+    FAIL("accepted a bad calibration file");
+  } catch (const ScenarioError& e) {
+    CHECK(e.where().file == bad);
+    CHECK(e.where().line == 3);
+    CHECK_THAT(e.message(), Catch::Contains("did you mean 'efficiency.gemm'"));
+  }
+}
