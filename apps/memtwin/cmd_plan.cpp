@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <sstream>
 
@@ -15,6 +16,8 @@
 #include "apps/memtwin/json_path.h"
 #include "apps/memtwin/options.h"
 #include "apps/memtwin/point_runner.h"
+#include "apps/memtwin/rate_search.h"
+#include "apps/memtwin/requirements.h"
 #include "models/memory/serving_memory.h"
 #include "models/memory/training_memory.h"
 #include "models/scenario_loader.h"
@@ -24,52 +27,6 @@ namespace po = boost::program_options;
 
 namespace memtwin::cli {
 namespace {
-
-struct Requirement {
-  std::string text, path, op;
-  double value = 0;
-};
-
-Requirement parse_requirement(const std::string& text) {
-  Requirement r{text, "", "", 0};
-  for (const char* op : {"<=", ">=", "==", "!=", "<", ">"}) {
-    const auto at = text.find(op);
-    if (at == std::string::npos) continue;
-    auto trim = [](std::string s) {
-      s.erase(0, s.find_first_not_of(' '));
-      s.erase(s.find_last_not_of(' ') + 1);
-      return s;
-    };
-    r.path = trim(text.substr(0, at));
-    r.op = op;
-    try {
-      r.value = std::stod(trim(text.substr(at + std::string(op).size())));
-    } catch (const std::exception&) {
-      throw UsageError("--require '" + text + "': the right side must be a number");
-    }
-    return r;
-  }
-  r.path = text;  // a boolean result field, e.g. memory.gpu.fits
-  return r;
-}
-
-// Why a result fails a requirement, or "" when it meets it.
-std::string check(const Requirement& r, const nlohmann::json& doc) {
-  const auto v = number_at(doc, r.path);
-  if (!v) return r.path + " is not in the result";
-  bool ok = true;
-  if (r.op.empty()) ok = *v != 0;
-  else if (r.op == "<=") ok = *v <= r.value;
-  else if (r.op == ">=") ok = *v >= r.value;
-  else if (r.op == "<") ok = *v < r.value;
-  else if (r.op == ">") ok = *v > r.value;
-  else if (r.op == "==") ok = *v == r.value;
-  else ok = *v != r.value;
-  if (ok) return "";
-  std::ostringstream why;
-  why << r.text << " fails (" << r.path << " = " << *v << ")";
-  return why.str();
-}
 
 struct Candidate {
   std::size_t index = 0;
@@ -91,8 +48,12 @@ int cmd_plan(const Args& args) {
       ("minimize", po::value<std::string>()->default_value("cost"),
        "gpus | cost (USD per hour) | cost_to_target (USD to train training.target_tokens) | a numeric result path")
       ("require", po::value<std::vector<std::string>>()->composing(), "PATH [<=|>=|<|>|==|!=] NUMBER, or a boolean PATH (repeatable)")
-      ("search", po::value<std::vector<std::string>>()->composing(), "KEY=V1,V2,... (repeatable; every combination is a candidate)")
+      ("search", po::value<std::vector<std::string>>()->composing(), "KEY=V1,V2,... (repeatable; every combination is a candidate); a value LO..HI doubles from LO to HI, LO..HI:STEP counts by STEP")
       ("set", po::value<std::vector<std::string>>()->composing(), "override applied to every candidate")
+      ("price", po::value<std::vector<std::string>>()->composing(),
+       "GPU=USD per GPU-hour, replacing the catalog's (and the scenario's) price for that GPU type (repeatable)")
+      ("max-rate", po::value<std::string>(),
+       "LO..HI (e.g. 1/s..64/s): for serving, also find the highest request rate the best configuration sustains under the requirements")
       ("backend", po::value<std::string>()->default_value("auto"), "backend for the candidates that fit")
       ("jobs,j", po::value<int>()->default_value(1), "candidates run at once")
       ("top", po::value<int>()->default_value(3), "runners-up to show")
@@ -102,20 +63,41 @@ int cmd_plan(const Args& args) {
                        "usage: memtwin plan SCENARIO --minimize gpus|cost|cost_to_target|PATH --require EXPR ... --search KEY=V1,V2 ...\n\n"
                        "Searches the combinations of the --search values for the best feasible configuration:\n"
                        "the analytic memory model prunes what cannot fit, the backend runs the rest, the\n"
-                       "requirements filter and the objective ranks. Exit code 3 when nothing is feasible.");
+                       "requirements filter and the objective ranks. With --max-rate (serving), the best configuration's\n"
+                       "highest sustainable request rate under the requirements is searched too; without --search the\n"
+                       "scenario as written is the one configuration. Exit code 3 when nothing is feasible.");
   if (!vm) return kOk;
   if (!vm->count("scenario")) throw UsageError("a scenario file is required");
-  if (!vm->count("search")) throw UsageError("give at least one --search KEY=V1,V2,...");
+  if (!vm->count("search") && !vm->count("max-rate")) throw UsageError("give at least one --search KEY=V1,V2,... (or --max-rate)");
   const std::string scenario = (*vm)["scenario"].as<std::string>();
   std::vector<std::string> common;
   if (vm->count("set")) common = (*vm)["set"].as<std::vector<std::string>>();
-  load_scenario_file(scenario, common);
+  const Scenario as_written = load_scenario_file(scenario, common).scenario;
   std::vector<Requirement> requirements;
   if (vm->count("require")) {
     for (const auto& r : (*vm)["require"].as<std::vector<std::string>>()) requirements.push_back(parse_requirement(r));
   }
   const std::string minimize = (*vm)["minimize"].as<std::string>();
-  const Grid grid = expand_grid((*vm)["search"].as<std::vector<std::string>>(), {});
+  const Grid grid = expand_grid(vm->count("search") ? (*vm)["search"].as<std::vector<std::string>>() : std::vector<std::string>{}, {});
+  std::optional<std::pair<double, double>> rate_range;
+  if (vm->count("max-rate")) {
+    rate_range = parse_rate_range((*vm)["max-rate"].as<std::string>());
+    check_rate_searchable(as_written);
+  }
+  // Prices per GPU type given on the command line, and whether any candidate used each.
+  std::map<std::string, std::pair<double, bool>> prices;
+  if (vm->count("price")) {
+    for (const auto& spec : (*vm)["price"].as<std::vector<std::string>>()) {
+      const auto eq = spec.find('=');
+      double usd = -1;
+      try {
+        if (eq != std::string::npos) usd = std::stod(spec.substr(eq + 1));
+      } catch (const std::exception&) {
+      }
+      if (eq == std::string::npos || eq == 0 || usd < 0) throw UsageError("--price expects GPU=USD per GPU-hour, e.g. h100-sxm=2.49; got '" + spec + "'");
+      prices[spec.substr(0, eq)] = {usd, false};
+    }
+  }
 
   std::vector<Candidate> candidates(grid.points.size());
   std::vector<std::size_t> to_run;
@@ -131,9 +113,17 @@ int cmd_plan(const Args& args) {
       c.gpus = s.training ? s.cluster.total_gpus()
                           : s.inference->serving.replicas * s.inference->serving.tensor_parallel *
                                 s.inference->serving.pipeline_parallel;
-      c.price = s.cluster.price_per_gpu_hour.value_or(0);
+      std::optional<double> price = s.cluster.price_per_gpu_hour;
+      if (auto p = prices.find(s.cluster.gpu.name); p != prices.end()) {
+        price = p->second.first;
+        p->second.second = true;
+      }
+      c.price = price.value_or(0);
       if (minimize == "gpus") c.objective = c.gpus;
       if (minimize == "cost") c.objective = c.gpus * c.price;
+      // Without a price a cost objective would rank the candidate as free.
+      if (!price && (minimize == "cost" || minimize == "cost_to_target"))
+        c.failure = "no price for GPU " + s.cluster.gpu.name + "; give --price " + s.cluster.gpu.name + "=USD";
       // Prune with the closed-form memory model before paying for a simulation.
       if (s.training) {
         const TrainingMemory m = training_memory(s);
@@ -147,6 +137,9 @@ int cmd_plan(const Args& args) {
     }
     if (c.failure.empty()) to_run.push_back(i);
   }
+  for (const auto& [gpu, price] : prices) {
+    if (!price.second) throw UsageError("--price " + gpu + ": no candidate uses GPU " + gpu + " (names as in `memtwin gpus`)");
+  }
   run_points(scenario, (*vm)["backend"].as<std::string>(), common, grid.points, to_run, (*vm)["jobs"].as<int>(),
              std::filesystem::temp_directory_path() / ("memtwin-plan-" + std::to_string(::getpid())),
              [&](const PointOutcome& o) {
@@ -157,7 +150,7 @@ int cmd_plan(const Args& args) {
                }
                c.result = nlohmann::json::parse(o.out);
                for (const auto& r : requirements) {
-                 const std::string why = check(r, c.result);
+                 const std::string why = unmet(r, c.result);
                  if (!why.empty()) {
                    c.failure = why;
                    break;
@@ -183,10 +176,24 @@ int cmd_plan(const Args& args) {
   }
   std::stable_sort(cheaper.begin(), cheaper.end(), [](const Candidate* a, const Candidate* b) { return *a->objective > *b->objective; });
 
+  // The best configuration's highest sustainable request rate.
+  std::optional<RateSearch> rates;
+  if (rate_range && !feasible.empty()) {
+    auto overrides = common;
+    overrides.insert(overrides.end(), feasible.front()->overrides.begin(), feasible.front()->overrides.end());
+    rates = search_max_rate(scenario, (*vm)["backend"].as<std::string>(), overrides, requirements, rate_range->first,
+                            rate_range->second, (*vm)["jobs"].as<int>(),
+                            std::filesystem::temp_directory_path() / ("memtwin-plan-rate-" + std::to_string(::getpid())));
+  }
+  auto probe_number = [](const RateProbe& p, const char* path) {
+    const auto v = number_at(p.result, path);
+    return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json();
+  };
+
   auto describe = [](const Candidate& c) {
     std::string s;
     for (const auto& o : c.overrides) s += (s.empty() ? "" : ", ") + o;
-    return s;
+    return s.empty() ? std::string("the scenario as written") : s;
   };
   const int top = (*vm)["top"].as<int>();
   if ((*vm)["json"].as<bool>()) {
@@ -208,6 +215,25 @@ int cmd_plan(const Args& args) {
     for (std::size_t i = 1; i < feasible.size() && static_cast<int>(i) <= top; ++i) doc["runners_up"].push_back(entry(*feasible[i]));
     doc["cheaper_but_infeasible"] = nlohmann::ordered_json::array();
     for (std::size_t i = 0; i < cheaper.size() && static_cast<int>(i) < top; ++i) doc["cheaper_but_infeasible"].push_back(entry(*cheaper[i]));
+    if (rates) {
+      nlohmann::ordered_json r;
+      r["sustained_per_s"] = rates->sustained_per_s ? nlohmann::ordered_json(*rates->sustained_per_s) : nlohmann::ordered_json();
+      r["first_failing_per_s"] =
+          rates->first_failing_per_s ? nlohmann::ordered_json(*rates->first_failing_per_s) : nlohmann::ordered_json();
+      if (!rates->failure.empty()) r["failure"] = rates->failure;
+      r["probes"] = nlohmann::ordered_json::array();
+      for (const auto& p : rates->probes) {
+        nlohmann::ordered_json e;
+        e["rate_per_s"] = p.rate_per_s;
+        e["ok"] = p.failure.empty();
+        if (!p.failure.empty()) e["failure"] = p.failure;
+        e["throughput_requests_per_s"] = probe_number(p, "throughput.requests_per_s");
+        e["ttft_p99_s"] = probe_number(p, "latency_s.ttft.p99");
+        e["tpot_p99_s"] = probe_number(p, "latency_s.tpot.p99");
+        r["probes"].push_back(e);
+      }
+      doc["max_rate"] = r;
+    }
     std::cout << doc.dump(2) << "\n";
   } else {
     std::cout << candidates.size() << " candidates, " << to_run.size() << " run on the backend after the memory model pruned "
@@ -224,6 +250,26 @@ int cmd_plan(const Args& args) {
     for (std::size_t i = 0; i < cheaper.size() && static_cast<int>(i) < top; ++i) {
       std::cout << "  cheaper but not taken: " << describe(*cheaper[i]) << "  (" << *cheaper[i]->objective << "): "
                 << cheaper[i]->failure << "\n";
+    }
+    if (rates) {
+      std::cout << "highest request rate the best sustains: ";
+      if (rates->sustained_per_s) std::cout << *rates->sustained_per_s << "/s";
+      else std::cout << "none in the range";
+      if (rates->first_failing_per_s) std::cout << "  (" << *rates->first_failing_per_s << "/s fails: " << rates->failure << ")";
+      else std::cout << "  (the top of the range still passes)";
+      std::cout << "\n  rate/s      throughput/s  ttft_p99_s  tpot_p99_s  verdict\n";
+      for (const auto& p : rates->probes) {
+        auto field = [&](const char* path) {
+          const auto v = number_at(p.result, path);
+          std::ostringstream s;
+          if (v) s << std::setprecision(4) << *v;
+          else s << "-";
+          return s.str();
+        };
+        std::cout << "  " << std::left << std::setw(12) << std::setprecision(5) << p.rate_per_s << std::setw(14)
+                  << field("throughput.requests_per_s") << std::setw(12) << field("latency_s.ttft.p99") << std::setw(12)
+                  << field("latency_s.tpot.p99") << (p.failure.empty() ? "ok" : p.failure) << std::right << "\n";
+      }
     }
   }
   return feasible.empty() ? kDoesNotFit : kOk;

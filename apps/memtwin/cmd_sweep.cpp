@@ -50,7 +50,7 @@ int cmd_sweep(const Args& args) {
   po::positional_options_description positional;
   options.add_options()
       ("scenario", po::value<std::string>(), "scenario YAML file")
-      ("grid", po::value<std::vector<std::string>>()->composing(), "KEY=V1,V2,... (repeatable; cartesian product)")
+      ("grid", po::value<std::vector<std::string>>()->composing(), "KEY=V1,V2,... (repeatable; cartesian product); a value LO..HI doubles from LO to HI, LO..HI:STEP counts by STEP")
       ("zip", po::value<std::vector<std::string>>()->composing(), "KEY=V1,V2,... varied together with the other --zip keys")
       ("set", po::value<std::vector<std::string>>()->composing(), "override applied to every point")
       ("jobs,j", po::value<int>()->default_value(1), "points run at once")

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <sstream>
 #include <stdexcept>
 
@@ -21,12 +22,33 @@ namespace fs = std::filesystem;
 namespace memtwin::cli {
 namespace {
 
+// "LO..HI" doubles from LO up to HI (GPU counts and parallel degrees are searched in powers of
+// two); "LO..HI:STEP" counts up by STEP. Anything else (a file path with "..", too) is one value.
+std::vector<std::string> expand_integer_range(const std::string& value, const std::string& spec) {
+  static const std::regex range(R"((\d+)\.\.(\d+)(?::(\d+))?)");
+  std::smatch m;
+  if (!std::regex_match(value, m, range)) return {value};
+  const long long lo = std::stoll(m[1]), hi = std::stoll(m[2]);
+  const long long step = m[3].matched ? std::stoll(m[3]) : 0;
+  if (lo > hi || (!m[3].matched && lo == 0) || (m[3].matched && step == 0))
+    throw UsageError("'" + value + "' in '" + spec + "': a range is LO..HI with 0 < LO <= HI (doubling) or LO..HI:STEP with STEP > 0");
+  std::vector<std::string> out;
+  for (long long v = lo; v <= hi; v = step ? v + step : v * 2) {
+    out.push_back(std::to_string(v));
+    if (out.size() > 100000) throw UsageError("'" + value + "' in '" + spec + "' expands to too many values");
+  }
+  return out;
+}
+
 std::pair<std::string, std::vector<std::string>> parse_axis(const std::string& spec) {
   const auto eq = spec.find('=');
   if (eq == std::string::npos || eq == 0) throw UsageError("expected KEY=V1,V2,... in '" + spec + "'");
   std::vector<std::string> values;
   std::stringstream ss(spec.substr(eq + 1));
-  for (std::string v; std::getline(ss, v, ',');) values.push_back(v);
+  for (std::string v; std::getline(ss, v, ',');) {
+    auto range = expand_integer_range(v, spec);
+    values.insert(values.end(), range.begin(), range.end());
+  }
   if (values.empty()) throw UsageError("no values in '" + spec + "'");
   return {spec.substr(0, eq), values};
 }

@@ -58,3 +58,88 @@ TEST_CASE("plan says when nothing is feasible and why the cheaper options failed
   CHECK_THAT(r.out, Catch::Contains("no candidate meets the requirements"));
   CHECK_THAT(r.out, Catch::Contains("does not fit in memory") || Catch::Contains("invalid"));
 }
+
+TEST_CASE("plan prices a GPU type as --price says, and rejects a price no candidate uses", "[unit]") {
+  const std::string scenario = source_path("scenarios/planning/llama3-70b-serve-20rps.yaml");
+  const std::vector<std::string> base = {"plan", scenario, "--minimize", "cost", "--search", "cluster.gpu=h100-sxm,h200",
+                                         "--set", "inference.serving.replicas=2", "--backend", "analytic",
+                                         "--require", "memory.gpu.fits", "--json"};
+  auto catalog = run_memtwin(base);
+  REQUIRE(catalog.exit_code == 0);
+  const auto by_catalog = nlohmann::json::parse(catalog.out);
+  // Two TP4 replicas: 8 GPUs at the catalog's price, H100 being the cheaper.
+  CHECK(by_catalog["winner"]["overrides"][0] == "cluster.gpu=h100-sxm");
+  auto args = base;
+  args.insert(args.end(), {"--price", "h200=1.25"});
+  auto priced = run_memtwin(args);
+  REQUIRE(priced.exit_code == 0);
+  const auto by_price = nlohmann::json::parse(priced.out);
+  CHECK(by_price["winner"]["overrides"][0] == "cluster.gpu=h200");
+  CHECK(by_price["winner"]["objective"].get<double>() == Approx(8 * 1.25));
+  args = base;
+  args.insert(args.end(), {"--price", "b200=1"});
+  auto unused = run_memtwin(args);
+  CHECK(unused.exit_code == 2);
+  CHECK_THAT(unused.err, Catch::Contains("no candidate uses GPU b200"));
+}
+
+TEST_CASE("plan's rate search brackets the highest rate meeting the SLO, as a sweep over rate agrees", "[unit]") {
+  const std::string scenario = source_path("scenarios/planning/llama3-70b-serve-20rps.yaml");
+  const std::vector<std::string> common = {"--set", "inference.serving.replicas=2", "--set", "inference.workload.requests=600"};
+  std::vector<std::string> args = {"plan", scenario, "--minimize", "cost", "--require", "latency_s.ttft.p99 <= 2",
+                                   "--require", "latency_s.tpot.p99 <= 0.05", "--max-rate", "2/s..60/s", "-j", "2", "--json"};
+  args.insert(args.end(), common.begin(), common.end());
+  auto plan = run_memtwin(args);
+  INFO(plan.err);
+  REQUIRE(plan.exit_code == 0);
+  const auto search = nlohmann::json::parse(plan.out)["max_rate"];
+  REQUIRE(search["sustained_per_s"].is_number());
+  REQUIRE(search["first_failing_per_s"].is_number());
+  const double sustained = search["sustained_per_s"], failing = search["first_failing_per_s"];
+  CHECK(failing > sustained);
+  CHECK(failing / sustained <= 1.02 + 1e-9);
+  // The sustained probe delivers its offered load.
+  for (const auto& p : search["probes"]) {
+    if (p["rate_per_s"].get<double>() == sustained) CHECK(p["throughput_requests_per_s"].get<double>() == Approx(sustained).epsilon(0.1));
+  }
+
+  // Brute force: every rate of a sweep below the answer meets the SLO, every rate above fails it.
+  const std::string dir = "/tmp/memtwin-test-plan-rates";
+  std::filesystem::remove_all(dir);
+  std::vector<std::string> sweep = {"sweep", scenario, "--out", dir, "-j", "2",
+                                    "--grid", "inference.workload.rate=4/s,10/s,16/s,30/s,50/s"};
+  sweep.insert(sweep.end(), common.begin(), common.end());
+  REQUIRE(run_memtwin(sweep).exit_code == 0);
+  std::ifstream in(dir + "/points.jsonl");
+  int below = 0, above = 0;
+  for (std::string line; std::getline(in, line);) {
+    const auto p = nlohmann::json::parse(line);
+    REQUIRE(p["status"] == "ok");
+    const auto& r = p["result"];
+    const double rate = std::stod(p["overrides"][0].get<std::string>().substr(std::string("inference.workload.rate=").size()));
+    const bool meets = r["latency_s"]["ttft"]["p99"].get<double>() <= 2 && r["latency_s"]["tpot"]["p99"].get<double>() <= 0.05 &&
+                       r["load"]["sustainable"].get<bool>();
+    INFO("rate " << rate << "/s");
+    if (rate <= sustained) {
+      CHECK(meets);
+      ++below;
+    }
+    if (rate >= failing) {
+      CHECK_FALSE(meets);
+      ++above;
+    }
+  }
+  CHECK(below >= 2);
+  CHECK(above >= 2);
+}
+
+TEST_CASE("plan's rate search refuses a training scenario and a closed-loop workload", "[unit]") {
+  auto training = run_memtwin({"plan", source_path("scenarios/quickstart.yaml"), "--max-rate", "1..10"});
+  CHECK(training.exit_code == 2);
+  CHECK_THAT(training.err, Catch::Contains("this one trains"));
+  auto closed = run_memtwin({"plan", source_path("scenarios/planning/llama3-70b-serve-20rps.yaml"), "--max-rate", "1..10",
+                             "--set", "inference.workload.arrival=closed_loop", "--set", "inference.workload.concurrency=8",
+                             "--set", "inference.workload.rate=null"});
+  CHECK(closed.exit_code == 2);
+  CHECK_THAT(closed.err, Catch::Contains("closed-loop"));
+}

@@ -100,3 +100,24 @@ TEST_CASE("a sweep split over MPI ranks writes the same files as one process", "
   CHECK(read(split + "/points.csv") == read(one + "/points.csv"));
   CHECK(lines(split + "/points.jsonl").size() == 6);
 }
+
+TEST_CASE("a grid range doubles from LO to HI, or counts by a step", "[unit]") {
+  const std::string dir = "/tmp/memtwin-test-sweep-range";
+  std::filesystem::remove_all(dir);
+  auto r = run_memtwin({"sweep", source_path("scenarios/quickstart.yaml"), "--grid", "cluster.nodes=1..8", "--grid",
+                        "training.micro_batch=1..3:2", "--backend", "analytic", "--out", dir});
+  REQUIRE(r.exit_code == 0);
+  std::multiset<std::string> seen;
+  for (const auto& p : lines(dir + "/points.jsonl")) seen.insert(p["overrides"].dump());
+  std::multiset<std::string> expected;
+  for (int nodes : {1, 2, 4, 8}) {
+    for (int micro : {1, 3}) {
+      expected.insert(nlohmann::json::array({"cluster.nodes=" + std::to_string(nodes), "training.micro_batch=" + std::to_string(micro)})
+                          .dump());
+    }
+  }
+  CHECK(seen == expected);
+  auto bad = run_memtwin({"sweep", source_path("scenarios/quickstart.yaml"), "--grid", "cluster.nodes=8..1", "--out", dir + "-bad"});
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("8..1"));
+}
