@@ -46,7 +46,7 @@ int cmd_plan(const Args& args) {
   options.add_options()
       ("scenario", po::value<std::string>(), "scenario YAML file")
       ("minimize", po::value<std::string>()->default_value("cost"),
-       "gpus | cost (USD per hour) | cost_to_target (USD to train training.target_tokens) | a numeric result path")
+       "gpus | cost (USD per hour) | cost_to_target (USD to train training.target_tokens) | step_time | ttft_p99 | tpot_p99 | a numeric result path")
       ("require", po::value<std::vector<std::string>>()->composing(), "PATH [<=|>=|<|>|==|!=] NUMBER, or a boolean PATH (repeatable)")
       ("search", po::value<std::vector<std::string>>()->composing(), "KEY=V1,V2,... (repeatable; every combination is a candidate); a value LO..HI doubles from LO to HI, LO..HI:STEP counts by STEP")
       ("set", po::value<std::vector<std::string>>()->composing(), "override applied to every candidate")
@@ -60,7 +60,7 @@ int cmd_plan(const Args& args) {
       ("json", po::bool_switch(), "print JSON");
   positional.add("scenario", 1);
   auto vm = parse_args(args, options, positional,
-                       "usage: memtwin plan SCENARIO --minimize gpus|cost|cost_to_target|PATH --require EXPR ... --search KEY=V1,V2 ...\n\n"
+                       "usage: memtwin plan SCENARIO --minimize gpus|cost|cost_to_target|step_time|PATH --require EXPR ... --search KEY=V1,V2 ...\n\n"
                        "Searches the combinations of the --search values for the best feasible configuration:\n"
                        "the analytic memory model prunes what cannot fit, the backend runs the rest, the\n"
                        "requirements filter and the objective ranks. With --max-rate (serving), the best configuration's\n"
@@ -77,7 +77,11 @@ int cmd_plan(const Args& args) {
   if (vm->count("require")) {
     for (const auto& r : (*vm)["require"].as<std::vector<std::string>>()) requirements.push_back(parse_requirement(r));
   }
-  const std::string minimize = (*vm)["minimize"].as<std::string>();
+  // Named objectives for the common result paths; any other numeric path is taken as written.
+  const std::map<std::string, std::string> objective_paths = {
+      {"step_time", "time.step_s"}, {"ttft_p99", "latency_s.ttft.p99"}, {"tpot_p99", "latency_s.tpot.p99"}};
+  std::string minimize = (*vm)["minimize"].as<std::string>();
+  if (auto named = objective_paths.find(minimize); named != objective_paths.end()) minimize = named->second;
   const Grid grid = expand_grid(vm->count("search") ? (*vm)["search"].as<std::vector<std::string>>() : std::vector<std::string>{}, {});
   std::optional<std::pair<double, double>> rate_range;
   if (vm->count("max-rate")) {
