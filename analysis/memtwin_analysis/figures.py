@@ -100,6 +100,77 @@ def kv_occupancy(rows):
     return fig
 
 
+def preemptions(rows, bins=40):
+    """Preemptions (recompute) and swaps of the requests arriving in each interval of the run."""
+    arrivals = [r["arrival_s"] for r in rows]
+    end = max(arrivals) if arrivals else 1.0
+    width = end / bins or 1.0
+    preempted, swapped = [0] * bins, [0] * bins
+    for r in rows:
+        b = min(int(r["arrival_s"] / width), bins - 1)
+        preempted[b] += r.get("preemptions") or 0
+        swapped[b] += r.get("swaps") or 0
+    fig, ax = plt.subplots(figsize=(8, 3.2))
+    starts = [i * width for i in range(bins)]
+    ax.bar(starts, preempted, width=width, align="edge", color="#d65f5f", label="preemptions")
+    ax.bar(starts, swapped, width=width, align="edge", bottom=preempted, color="#956cb4", label="swaps to host")
+    ax.set_ylim(0, 1.1 * max([1] + [p + w for p, w in zip(preempted, swapped)]))
+    ax.set_xlabel("arrival time (s)")
+    ax.set_ylabel("events")
+    ax.set_title(f"Preemptions by arrival time (total {sum(preempted)}, swaps {sum(swapped)})")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def load_curve(samples):
+    """Throughput and p99 latencies against offered request rate.
+
+    samples: dicts with offered (req/s), throughput (req/s), ttft_p99 (s), tpot_p99 (s) and ok
+    (whether the point met its requirements; hollow markers when not)."""
+    samples = sorted((s for s in samples if s.get("offered") is not None), key=lambda s: s["offered"])
+    x = [s["offered"] for s in samples]
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.4))
+    panels = (("throughput", "served (req/s)", 1, "#4878d0"), ("ttft_p99", "p99 TTFT (ms)", 1e3, "#ee854a"),
+              ("tpot_p99", "p99 TPOT (ms)", 1e3, "#6acc64"))
+    for ax, (key, label, scale, colour) in zip(axes, panels):
+        y = [s[key] * scale if s.get(key) is not None else float("nan") for s in samples]
+        ax.plot(x, y, "-", color=colour)
+        for xi, yi, s in zip(x, y, samples):
+            ax.plot([xi], [yi], "o", color=colour, markerfacecolor=colour if s.get("ok", True) else "white")
+        if key == "throughput" and x:
+            ax.plot([0, max(x)], [0, max(x)], ":", color="grey", label="served = offered")
+            ax.legend(fontsize=7)
+        if key != "throughput":
+            ax.set_yscale("log")
+        ax.set_xlabel("offered load (req/s)")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    fig.suptitle("Load curve (hollow: the load is unsustainable or misses the requirements)")
+    fig.tight_layout()
+    return fig
+
+
+def load_samples_from_sweep(points):
+    """load_curve samples from a sweep whose results are serving runs."""
+    samples = []
+    for p in points:
+        result = p.get("result") or {}
+        offered = _lookup(result, "load.offered_requests_per_s")
+        if offered is None:
+            continue
+        samples.append({"offered": offered, "throughput": _lookup(result, "throughput.requests_per_s"),
+                        "ttft_p99": _lookup(result, "latency_s.ttft.p99"), "tpot_p99": _lookup(result, "latency_s.tpot.p99"),
+                        "ok": bool(result.get("load", {}).get("sustainable", True))})
+    return samples
+
+
+def load_samples_from_plan(plan):
+    """load_curve samples from the rate probes of `memtwin plan --max-rate --json`."""
+    return [{"offered": p["rate_per_s"], "throughput": p.get("throughput_requests_per_s"), "ttft_p99": p.get("ttft_p99_s"),
+             "tpot_p99": p.get("tpot_p99_s"), "ok": p["ok"]} for p in plan.get("max_rate", {}).get("probes", [])]
+
+
 def sweep_lines(points, metric):
     """A metric over the first swept key, one line per value of the others; infeasible points hollow."""
     series = {}

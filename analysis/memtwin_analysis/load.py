@@ -5,11 +5,12 @@ import os
 
 
 def result(path):
-    """A memtwin.result/1 document (result.json, or a `memtwin run --json` capture)."""
+    """A memtwin.result/1 document (result.json, or a `memtwin run --json` capture), or a
+    memtwin.plan/1 document (a `memtwin plan --json` capture)."""
     with open(path) as f:
         doc = json.load(f)
-    if doc.get("schema") != "memtwin.result/1":
-        raise ValueError(f"{path}: not a memtwin result (schema {doc.get('schema')!r})")
+    if doc.get("schema") not in ("memtwin.result/1", "memtwin.plan/1"):
+        raise ValueError(f"{path}: not a memtwin result or plan (schema {doc.get('schema')!r})")
     return doc
 
 

@@ -1,4 +1,4 @@
-"""One self-contained HTML report (images embedded) for a run directory, a result file or a sweep."""
+"""One self-contained HTML report (images embedded) for a run directory, a result file, a sweep or a plan."""
 import base64
 import html
 import io
@@ -23,10 +23,24 @@ def _figures_for(path):
         metric = next((m for m in ("time.step_s", "latency_s.ttft.p99", "memory.gpu.peak_bytes")
                        if any(figures._lookup(p.get("result") or {}, m) is not None for p in points)), None)
         shown = [("sweep", f"{metric} over the swept parameters", _png(figures.sweep_lines(points, metric)))] if metric else []
+        # A sweep over request rate is a load curve.
+        if points and points[0]["overrides"] and points[0]["overrides"][0].startswith("inference.workload.rate="):
+            samples = figures.load_samples_from_sweep(points)
+            if samples:
+                shown.append(("load-curve", "Throughput and p99 latency against offered load", _png(figures.load_curve(samples))))
         ok = sum(1 for p in points if p.get("status") == "ok")
         return "Sweep", {"points": len(points), "fit": ok, "metric": metric}, shown
     directory, result_file = (path, os.path.join(path, "result.json")) if os.path.isdir(path) else (os.path.dirname(path), path)
     doc = load.result(result_file)
+    if doc.get("schema") == "memtwin.plan/1":
+        samples = figures.load_samples_from_plan(doc)
+        shown = [("load-curve", "The best configuration's throughput and p99 latency against offered load",
+                  _png(figures.load_curve(samples)))] if samples else []
+        rates = doc.get("max_rate") or {}
+        metrics = {"winner": ", ".join((doc.get("winner") or {}).get("overrides") or []) or "none",
+                   doc.get("minimize", "objective"): (doc.get("winner") or {}).get("objective"),
+                   "highest sustained req/s": rates.get("sustained_per_s")}
+        return "Plan", metrics, shown
     beside = lambda name: os.path.join(directory, name)  # noqa: E731
     shown = []
     if doc.get("workload") == "training":
@@ -47,6 +61,8 @@ def _figures_for(path):
             shown.append(("latency-cdf", "Latency distributions", _png(figures.latency_cdfs(load.table(beside("requests.csv"))))))
         if os.path.exists(beside("kv_timeline.csv")):
             shown.append(("kv-occupancy", "KV-cache occupancy", _png(figures.kv_occupancy(load.table(beside("kv_timeline.csv"))))))
+        if os.path.exists(beside("requests.csv")):
+            shown.append(("preemptions", "Preemptions and swaps", _png(figures.preemptions(load.table(beside("requests.csv"))))))
         lat = doc.get("latency_s", {})
         metrics = {"p99 TTFT s": (lat.get("ttft") or {}).get("p99"), "p99 TPOT s": (lat.get("tpot") or {}).get("p99"),
                    "requests/s": doc.get("throughput", {}).get("requests_per_s"),

@@ -14,7 +14,8 @@ int cmd_report(const Args& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     std::cout << "usage: memtwin report INPUT --out report.html [--png-dir DIR]\n\n"
                  "One self-contained HTML file (images embedded) for a run directory (memtwin run --out DIR),\n"
-                 "a result JSON file, or a sweep directory (memtwin sweep --out DIR). Needs python3 with\n"
+                 "a result JSON file, a sweep directory (memtwin sweep --out DIR) or a plan (memtwin plan --json\n"
+                 "capture; its rate search as a load curve). Needs python3 with\n"
                  "matplotlib (scripts/dev.sh installs Debian's python3-matplotlib); MEMTWIN_PYTHON picks the\n"
                  "interpreter.\n";
     return args.empty() ? kBadInput : kOk;

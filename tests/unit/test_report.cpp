@@ -1,4 +1,4 @@
-// memtwin report renders every expected figure, non-empty, for training, serving and a sweep.
+// memtwin report renders every expected figure, non-empty, for training, serving, sweeps and plans.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -30,7 +30,7 @@ std::vector<std::string> figures_in(const std::string& html_path) {
 
 }  // namespace
 
-TEST_CASE("reports carry every expected figure for training, serving and sweeps", "[unit]") {
+TEST_CASE("reports carry every expected figure for training, serving, sweeps and plans", "[unit]") {
   const std::string train = "/tmp/memtwin-test-report-train", serve = "/tmp/memtwin-test-report-serve";
   REQUIRE(run_memtwin({"run", source_path("scenarios/quickstart.yaml"), "--out", train}).exit_code == 0);
   auto r = run_memtwin({"report", train, "--out", train + "/report.html"});
@@ -42,7 +42,7 @@ TEST_CASE("reports carry every expected figure for training, serving and sweeps"
   REQUIRE(run_memtwin({"run", source_path("scenarios/serving/llama3-8b-h100-kivi4-kv.yaml"), "--out", serve, "--set",
                        "inference.workload.requests=300"}).exit_code == 0);
   REQUIRE(run_memtwin({"report", serve, "--out", serve + "/report.html"}).exit_code == 0);
-  CHECK(figures_in(serve + "/report.html") == std::vector<std::string>{"memory-breakdown", "latency-cdf", "kv-occupancy"});
+  CHECK(figures_in(serve + "/report.html") == std::vector<std::string>{"memory-breakdown", "latency-cdf", "kv-occupancy", "preemptions"});
 
   const std::string sweep = "/tmp/memtwin-test-report-sweep";
   std::filesystem::remove_all(sweep);
@@ -51,6 +51,24 @@ TEST_CASE("reports carry every expected figure for training, serving and sweeps"
               .exit_code == 0);
   REQUIRE(run_memtwin({"report", sweep, "--out", sweep + "/report.html"}).exit_code == 0);
   CHECK(figures_in(sweep + "/report.html") == std::vector<std::string>{"sweep"});
+
+  // A sweep over request rate, and a plan's rate search, draw the load curve.
+  const std::string rates = "/tmp/memtwin-test-report-rates";
+  std::filesystem::remove_all(rates);
+  REQUIRE(run_memtwin({"sweep", source_path("scenarios/serving/llama3-8b-h100-fp16-kv.yaml"), "--grid",
+                       "inference.workload.rate=5/s,20/s,40/s", "--set", "inference.workload.requests=200", "-j", "2", "--out", rates})
+              .exit_code == 0);
+  REQUIRE(run_memtwin({"report", rates, "--out", rates + "/report.html"}).exit_code == 0);
+  CHECK(figures_in(rates + "/report.html") == std::vector<std::string>{"sweep", "load-curve"});
+  auto plan = run_memtwin({"plan", source_path("scenarios/serving/llama3-8b-h100-fp16-kv.yaml"), "--require",
+                           "latency_s.ttft.p99 <= 2", "--max-rate", "5/s..60/s", "--set", "inference.workload.requests=200",
+                           "-j", "2", "--json"});
+  REQUIRE(plan.exit_code == 0);
+  {
+    std::ofstream(rates + "/plan.json") << plan.out;
+  }
+  REQUIRE(run_memtwin({"report", rates + "/plan.json", "--out", rates + "/plan.html"}).exit_code == 0);
+  CHECK(figures_in(rates + "/plan.html") == std::vector<std::string>{"load-curve"});
 
   auto bad = run_memtwin({"report", "/no/such/result.json", "--out", "/tmp/x.html"});
   CHECK(bad.exit_code == 2);
