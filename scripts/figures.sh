@@ -16,7 +16,7 @@ mkdir -p "$out"
   --grid training.activation_checkpointing=none,selective,full --backend analytic -j "$(nproc)" --out "$work/sweep" >/dev/null 2>&1
 # A KV pool held to 8 GiB so that the load preempts; a sweep over rate for the load curve.
 "$build/memtwin" run "$root/scenarios/serving/llama3-8b-h100-fp16-kv.yaml" --backend sim --out "$work/preempt" \
-  --set inference.workload.rate=40/s --set inference.kv_cache.memory=8GiB >/dev/null
+  --set inference.workload.rate=40/s --set inference.kv_cache.memory=8GiB --set inference.serving.preemption=swap >/dev/null
 "$build/memtwin" sweep "$root/scenarios/serving/llama3-8b-h100-fp16-kv.yaml" \
   --grid inference.workload.rate=5/s,10/s,15/s,20/s,25/s,30/s,35/s,40/s,50/s --set inference.workload.requests=1000 \
   --backend sim -j "$(nproc)" --out "$work/rates" >/dev/null 2>&1
@@ -31,6 +31,7 @@ cp "$work/png-train/step-timeline.png" "$out/training-step-timeline.png"
 cp "$work/png-serve/latency-cdf.png" "$out/serving-latency-cdf.png"
 cp "$work/png-serve/kv-occupancy.png" "$out/serving-kv-occupancy.png"
 cp "$work/png-preempt/preemptions.png" "$out/serving-preemptions.png"
+cp "$work/png-preempt/tier-traffic.png" "$out/serving-tier-traffic.png"
 cp "$work/png-rates/load-curve.png" "$out/serving-load-curve.png"
 cp "$work/png-sweep/sweep.png" "$out/sweep-peak-memory.png"
 ls -la "$out"

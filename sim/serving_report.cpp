@@ -107,8 +107,10 @@ std::string serving_trace(const ServingSimulation& run) {
                       {"pid", it.replica}, {"tid", 0}, {"ts", it.start_s * 1e6}, {"dur", (it.end_s - it.start_s) * 1e6},
                       {"args", {{"decode_sequences", it.decode}, {"prefill_tokens", it.prefill_tokens}}}});
   }
-  for (const auto& [t, u] : run.kv_utilization) {
-    events.push_back({{"name", "KV occupancy"}, {"ph", "C"}, {"pid", 0}, {"ts", t * 1e6}, {"args", {{"fraction", u}}}});
+  for (const auto& k : run.kv_timeline) {
+    events.push_back({{"name", "KV occupancy"}, {"ph", "C"}, {"pid", 0}, {"ts", k.time_s * 1e6}, {"args", {{"fraction", k.utilization}}}});
+    events.push_back({{"name", "host swap bytes"}, {"ph", "C"}, {"pid", 0}, {"ts", k.time_s * 1e6},
+                      {"args", {{"out", k.swap_out_bytes}, {"in", k.swap_in_bytes}}}});
     if (events.size() > 2 * ServingSimulation::kMaxLoggedIterations) break;
   }
   nlohmann::ordered_json doc;

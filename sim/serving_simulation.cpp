@@ -118,6 +118,7 @@ class Replica {
           // Swapped out while decoding: its blocks come back over PCIe, then it decodes again.
           if (q.blocks > capacity_ - used_ - watermark) break;
           extra_s += q.blocks * block_bytes_ / s_.cluster.host.pcie_bandwidth.value();
+          swapped_in_bytes_ += q.blocks * block_bytes_;
           used_ += q.blocks;
           out_.peak_blocks_used = std::max(out_.peak_blocks_used, used_);
           q.swapped = false;
@@ -167,7 +168,7 @@ class Replica {
         if (q.prefilled == q.prompt && q.generated == 0) token(q, now);  // the first token ends the prefill
       }
       finish_done(now);
-      if (index_ == 0) out_.kv_utilization.emplace_back(now, static_cast<double>(used_) / capacity_);
+      if (index_ == 0) out_.kv_timeline.push_back({now, static_cast<double>(used_) / capacity_, swapped_out_bytes_, swapped_in_bytes_});
     }
   }
 
@@ -196,6 +197,7 @@ class Replica {
     if (s_.inference->serving.preemption == Preemption::swap) {
       seconds = q.blocks * block_bytes_ / s_.cluster.host.pcie_bandwidth.value();
       out_.swap_bytes += 2 * q.blocks * block_bytes_;  // out now, in later
+      swapped_out_bytes_ += q.blocks * block_bytes_;
       ++r.swaps;
       ++out_.swaps;
       used_ -= q.blocks;  // the blocks live in host memory meanwhile
@@ -248,6 +250,7 @@ class Replica {
   const KvCompressor& kv_;
   ServingSimulation& out_;
   std::int64_t capacity_, used_ = 0;
+  double swapped_out_bytes_ = 0, swapped_in_bytes_ = 0;  // this replica's host-tier traffic so far
   double block_bytes_;
   std::deque<Sequence> waiting_;
   std::deque<Sequence> running_;

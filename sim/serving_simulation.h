@@ -30,7 +30,14 @@ struct ServingSimulation {
   std::int64_t capacity_blocks = 0;
   std::int64_t preemptions = 0, swaps = 0, rejected = 0;
   std::int64_t iterations = 0;
-  std::vector<std::pair<double, double>> kv_utilization;  ///< replica 0: (time, used / capacity)
+  /// Replica 0 after each iteration: KV occupancy and the host-tier traffic so far.
+  struct KvSample {
+    double time_s = 0;
+    double utilization = 0;          ///< KV blocks used / capacity
+    double swap_out_bytes = 0;       ///< cumulative bytes swapped out to host memory
+    double swap_in_bytes = 0;        ///< cumulative bytes brought back
+  };
+  std::vector<KvSample> kv_timeline;
   struct Iteration {
     int replica = 0;
     double start_s = 0, end_s = 0;

@@ -39,9 +39,10 @@ class SimBackend final : public Backend {
                               {"requests", static_cast<std::int64_t>(run.requests.size())}};
     r.files["requests.csv"] = sim::requests_csv(run);
     std::ostringstream kv;
-    kv << "time_s,replica,kv_utilization\n";
+    kv << "time_s,replica,kv_utilization,host_swap_out_bytes,host_swap_in_bytes\n";
     kv.precision(9);
-    for (const auto& [t, u] : run.kv_utilization) kv << t << ",0," << u << "\n";
+    for (const auto& k : run.kv_timeline)
+      kv << k.time_s << ",0," << k.utilization << "," << k.swap_out_bytes << "," << k.swap_in_bytes << "\n";
     r.files["kv_timeline.csv"] = kv.str();
     r.files["trace.json"] = sim::serving_trace(run);
     return r;

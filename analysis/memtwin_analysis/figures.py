@@ -100,8 +100,24 @@ def kv_occupancy(rows):
     return fig
 
 
+def tier_traffic(rows):
+    """Host-tier traffic of replica 0 over the run: cumulative KV bytes swapped out and back in."""
+    fig, ax = plt.subplots(figsize=(8, 3.2))
+    times = [r["time_s"] for r in rows]
+    ax.plot(times, [r["host_swap_out_bytes"] / GIB for r in rows], color="#d65f5f", label="to host (swap out)")
+    ax.plot(times, [r["host_swap_in_bytes"] / GIB for r in rows], color="#956cb4", label="from host (swap in)")
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("cumulative GiB")
+    ax.set_title("KV traffic between GPU and host memory (replica 0)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
 def preemptions(rows, bins=40):
-    """Preemptions (recompute) and swaps of the requests arriving in each interval of the run."""
+    """Preemptions of the requests arriving in each interval of the run, by how they were preempted:
+    recomputed (blocks freed, prefilled again) or swapped to host memory."""
     arrivals = [r["arrival_s"] for r in rows]
     end = max(arrivals) if arrivals else 1.0
     width = end / bins or 1.0
@@ -112,12 +128,12 @@ def preemptions(rows, bins=40):
         swapped[b] += r.get("swaps") or 0
     fig, ax = plt.subplots(figsize=(8, 3.2))
     starts = [i * width for i in range(bins)]
-    ax.bar(starts, preempted, width=width, align="edge", color="#d65f5f", label="preemptions")
-    ax.bar(starts, swapped, width=width, align="edge", bottom=preempted, color="#956cb4", label="swaps to host")
+    ax.bar(starts, preempted, width=width, align="edge", color="#d65f5f", label="recompute")
+    ax.bar(starts, swapped, width=width, align="edge", bottom=preempted, color="#956cb4", label="swap to host")
     ax.set_ylim(0, 1.1 * max([1] + [p + w for p, w in zip(preempted, swapped)]))
     ax.set_xlabel("arrival time (s)")
-    ax.set_ylabel("events")
-    ax.set_title(f"Preemptions by arrival time (total {sum(preempted)}, swaps {sum(swapped)})")
+    ax.set_ylabel("preemptions")
+    ax.set_title(f"Preemptions by arrival time (recompute {sum(preempted)}, swap {sum(swapped)})")
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig

@@ -60,7 +60,10 @@ def _figures_for(path):
         if os.path.exists(beside("requests.csv")):
             shown.append(("latency-cdf", "Latency distributions", _png(figures.latency_cdfs(load.table(beside("requests.csv"))))))
         if os.path.exists(beside("kv_timeline.csv")):
-            shown.append(("kv-occupancy", "KV-cache occupancy", _png(figures.kv_occupancy(load.table(beside("kv_timeline.csv"))))))
+            kv_rows = load.table(beside("kv_timeline.csv"))
+            shown.append(("kv-occupancy", "KV-cache occupancy", _png(figures.kv_occupancy(kv_rows))))
+            if kv_rows and "host_swap_out_bytes" in kv_rows[0]:
+                shown.append(("tier-traffic", "KV traffic to and from host memory", _png(figures.tier_traffic(kv_rows))))
         if os.path.exists(beside("requests.csv")):
             shown.append(("preemptions", "Preemptions and swaps", _png(figures.preemptions(load.table(beside("requests.csv"))))))
         lat = doc.get("latency_s", {})

@@ -42,7 +42,7 @@ TEST_CASE("reports carry every expected figure for training, serving, sweeps and
   REQUIRE(run_memtwin({"run", source_path("scenarios/serving/llama3-8b-h100-kivi4-kv.yaml"), "--out", serve, "--set",
                        "inference.workload.requests=300"}).exit_code == 0);
   REQUIRE(run_memtwin({"report", serve, "--out", serve + "/report.html"}).exit_code == 0);
-  CHECK(figures_in(serve + "/report.html") == std::vector<std::string>{"memory-breakdown", "latency-cdf", "kv-occupancy", "preemptions"});
+  CHECK(figures_in(serve + "/report.html") == std::vector<std::string>{"memory-breakdown", "latency-cdf", "kv-occupancy", "tier-traffic", "preemptions"});
 
   const std::string sweep = "/tmp/memtwin-test-report-sweep";
   std::filesystem::remove_all(sweep);

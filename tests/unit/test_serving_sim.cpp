@@ -147,6 +147,37 @@ TEST_CASE("a small KV pool preempts and still completes every request - compress
   CHECK(swap["tiers"]["host_swap_bytes"].get<double>() > 0);
 }
 
+TEST_CASE("the KV timeline carries the host-tier traffic, matching the swap total", "[unit]") {
+  const std::string dir = "/tmp/memtwin-test-serving-swap-timeline";
+  auto result = serve(kFp16,
+                      {"inference.kv_cache.memory=3GiB", "inference.workload.rate=20/s", "inference.workload.requests=300",
+                       "inference.workload.prompt_tokens={dist: fixed, value: 2048}",
+                       "inference.workload.output_tokens={dist: fixed, value: 512}", "inference.serving.preemption=swap"},
+                      dir);
+  std::ifstream in(dir + "/kv_timeline.csv");
+  std::string header;
+  std::getline(in, header);
+  REQUIRE(header == "time_s,replica,kv_utilization,host_swap_out_bytes,host_swap_in_bytes");
+  double last_time = -1, last_out = 0, last_in = 0;
+  bool monotone = true;
+  for (std::string line; std::getline(in, line);) {
+    std::stringstream ss(line);
+    std::string cell;
+    std::vector<double> v;
+    while (std::getline(ss, cell, ',')) v.push_back(std::stod(cell));
+    REQUIRE(v.size() == 5);
+    monotone = monotone && v[0] >= last_time && v[3] >= last_out && v[4] >= last_in && v[4] <= v[3];
+    last_time = v[0];
+    last_out = v[3];
+    last_in = v[4];
+  }
+  CHECK(monotone);
+  // One replica: what it swapped out is the run's swap traffic (counted out and back in), and every
+  // swapped-out sequence came back to finish.
+  CHECK(2 * last_out == Approx(result["tiers"]["host_swap_bytes"].get<double>()));
+  CHECK(last_in == Approx(last_out));
+}
+
 TEST_CASE("closed loop keeps the concurrency - a trace replays its arrivals", "[unit]") {
   const std::string dir = "/tmp/memtwin-test-serving-closed";
   serve(kFp16, {"inference.workload.arrival=closed_loop", "inference.workload.concurrency=8",
