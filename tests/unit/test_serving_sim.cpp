@@ -202,3 +202,14 @@ TEST_CASE("closed loop keeps the concurrency - a trace replays its arrivals", "[
   CHECK(trows[0].arrival == Approx(0.0).margin(1e-9));
   CHECK(trows[1].arrival == Approx(4.314579).epsilon(1e-6));
 }
+
+TEST_CASE("settings the serving simulation does not model yet are named in the result, not dropped", "[unit]") {
+  auto plain = serve(kFp16, {"inference.workload.requests=50"});
+  auto with = serve(kFp16, {"inference.workload.requests=50", "inference.serving.prefix_caching=true",
+                            "inference.workload.shared_prefix={groups: 4, tokens: 512}", "inference.tiers.host_memory=64GiB"});
+  const std::string plain_notes = plain["notes"].dump(), notes = with["notes"].dump();
+  CHECK_THAT(plain_notes, !Catch::Contains("not modelled") && !Catch::Contains("not generated"));
+  CHECK_THAT(notes, Catch::Contains("inference.serving.prefix_caching: not modelled"));
+  CHECK_THAT(notes, Catch::Contains("inference.workload.shared_prefix: not generated"));
+  CHECK_THAT(notes, Catch::Contains("inference.tiers: the simulation has no KV tier hierarchy"));
+}
