@@ -103,6 +103,14 @@ int cmd_plan(const Args& args) {
     }
   }
 
+  // The runs' captured output lives here until the plan is made.
+  struct Scratch {
+    std::filesystem::path path = std::filesystem::temp_directory_path() / ("memtwin-plan-" + std::to_string(::getpid()));
+    ~Scratch() {
+      std::error_code ignored;
+      std::filesystem::remove_all(path, ignored);
+    }
+  } scratch;
   std::vector<Candidate> candidates(grid.points.size());
   std::vector<std::size_t> to_run;
   for (std::size_t i = 0; i < grid.points.size(); ++i) {
@@ -145,7 +153,7 @@ int cmd_plan(const Args& args) {
     if (!price.second) throw UsageError("--price " + gpu + ": no candidate uses GPU " + gpu + " (names as in `memtwin gpus`)");
   }
   run_points(scenario, (*vm)["backend"].as<std::string>(), common, grid.points, to_run, (*vm)["jobs"].as<int>(),
-             std::filesystem::temp_directory_path() / ("memtwin-plan-" + std::to_string(::getpid())),
+             scratch.path / "candidates",
              [&](const PointOutcome& o) {
                Candidate& c = candidates[o.index];
                if (o.exit_code != 0 && o.exit_code != 3) {
@@ -187,7 +195,7 @@ int cmd_plan(const Args& args) {
     overrides.insert(overrides.end(), feasible.front()->overrides.begin(), feasible.front()->overrides.end());
     rates = search_max_rate(scenario, (*vm)["backend"].as<std::string>(), overrides, requirements, rate_range->first,
                             rate_range->second, (*vm)["jobs"].as<int>(),
-                            std::filesystem::temp_directory_path() / ("memtwin-plan-rate-" + std::to_string(::getpid())));
+                            scratch.path / "rates");
   }
   auto probe_number = [](const RateProbe& p, const char* path) {
     const auto v = number_at(p.result, path);
