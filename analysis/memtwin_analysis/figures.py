@@ -4,9 +4,22 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from . import load  # noqa: E402
+
 GIB = 2**30
 STREAM_COLOURS = {"compute": "#4878d0", "comm": "#ee854a", "copy": "#6acc64",
                   "send_next": "#d65f5f", "send_prev": "#d65f5f", "recv_next": "#956cb4", "recv_prev": "#956cb4"}
+
+
+def _finish(fig, ax, xlabel, ylabel, title, legend=False):
+    """Labels the axes, adds the legend when asked, and lays the figure out."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    if legend:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
 
 
 def memory_breakdown(doc):
@@ -35,12 +48,7 @@ def memory_timeline(rows, capacity_bytes):
     ax.axhline(capacity_bytes / GIB, color="black", linestyle="--", label="capacity")
     peak = max(range(len(used)), key=used.__getitem__)
     ax.plot([times[peak]], [used[peak]], "o", color="#d65f5f", label=f"peak {used[peak]:.1f} GiB")
-    ax.set_xlabel("time in step (s)")
-    ax.set_ylabel("GiB in use")
-    ax.set_title("Device memory over the step (rank 0)")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig
+    return _finish(fig, ax, "time in step (s)", "GiB in use", "Device memory over the step (rank 0)", legend=True)
 
 
 def step_timeline(events, rank=0):
@@ -92,12 +100,8 @@ def kv_occupancy(rows):
     """KV-cache occupancy of replica 0 over the run."""
     fig, ax = plt.subplots(figsize=(8, 3.2))
     ax.plot([r["time_s"] for r in rows], [100 * r["kv_utilization"] for r in rows], color="#6acc64")
-    ax.set_xlabel("time (s)")
-    ax.set_ylabel("KV blocks in use (%)")
     ax.set_ylim(0, 105)
-    ax.set_title("KV-cache occupancy (replica 0)")
-    fig.tight_layout()
-    return fig
+    return _finish(fig, ax, "time (s)", "KV blocks in use (%)", "KV-cache occupancy (replica 0)")
 
 
 def tier_traffic(rows):
@@ -107,12 +111,7 @@ def tier_traffic(rows):
     ax.plot(times, [r["host_swap_out_bytes"] / GIB for r in rows], color="#d65f5f", label="to host (swap out)")
     ax.plot(times, [r["host_swap_in_bytes"] / GIB for r in rows], color="#956cb4", label="from host (swap in)")
     ax.set_ylim(bottom=0)
-    ax.set_xlabel("time (s)")
-    ax.set_ylabel("cumulative GiB")
-    ax.set_title("KV traffic between GPU and host memory (replica 0)")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig
+    return _finish(fig, ax, "time (s)", "cumulative GiB", "KV traffic between GPU and host memory (replica 0)", legend=True)
 
 
 def preemptions(rows, bins=40):
@@ -131,12 +130,8 @@ def preemptions(rows, bins=40):
     ax.bar(starts, preempted, width=width, align="edge", color="#d65f5f", label="recompute")
     ax.bar(starts, swapped, width=width, align="edge", bottom=preempted, color="#956cb4", label="swap to host")
     ax.set_ylim(0, 1.1 * max([1] + [p + w for p, w in zip(preempted, swapped)]))
-    ax.set_xlabel("arrival time (s)")
-    ax.set_ylabel("preemptions")
-    ax.set_title(f"Preemptions by arrival time (recompute {sum(preempted)}, swap {sum(swapped)})")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig
+    return _finish(fig, ax, "arrival time (s)", "preemptions",
+                   f"Preemptions by arrival time (recompute {sum(preempted)}, swap {sum(swapped)})", legend=True)
 
 
 def load_curve(samples):
@@ -196,7 +191,7 @@ def sweep_lines(points, metric):
         if value is None:
             continue
         keys = [o.split("=", 1) for o in p["overrides"]]
-        x = _number(keys[0][1])
+        x = load.cell_value(keys[0][1])
         label = ", ".join(f"{k}={v}" for k, v in keys[1:]) or metric
         fits = result.get("memory", {}).get("fits", True)
         series.setdefault(label, []).append((x, value, fits))
@@ -225,10 +220,3 @@ def _lookup(doc, path):
             return None
         node = node[part]
     return node if isinstance(node, (int, float)) and not isinstance(node, bool) else None
-
-
-def _number(text):
-    try:
-        return float(text)
-    except ValueError:
-        return text

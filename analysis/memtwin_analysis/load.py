@@ -19,7 +19,7 @@ def table(path):
     rows = []
     with open(path, newline="") as f:
         for row in csv.DictReader(f):
-            rows.append({k: _number(v) for k, v in row.items()})
+            rows.append({k: cell_value(v) for k, v in row.items()})
     return rows
 
 
@@ -41,7 +41,8 @@ def sweep(directory):
     return points
 
 
-def _number(text):
+def cell_value(text):
+    """A CSV cell or override value as int, float or bool where it parses; None when empty; else the text."""
     if text is None or text == "":
         return None
     for convert in (int, float):

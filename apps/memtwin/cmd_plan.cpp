@@ -197,10 +197,15 @@ int cmd_plan(const Args& args) {
                             rate_range->second, (*vm)["jobs"].as<int>(),
                             scratch.path / "rates");
   }
-  auto probe_number = [](const RateProbe& p, const char* path) {
-    const auto v = number_at(p.result, path);
-    return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json();
+  // The result fields each rate probe reports: its JSON name, where it is in the result, its text column.
+  struct ProbeColumn {
+    const char *json, *path, *header;
+    int width;
   };
+  static constexpr ProbeColumn kProbeColumns[] = {{"throughput_requests_per_s", "throughput.requests_per_s", "throughput/s", 14},
+                                                  {"ttft_p99_s", "latency_s.ttft.p99", "ttft_p99_s", 12},
+                                                  {"tpot_p99_s", "latency_s.tpot.p99", "tpot_p99_s", 12}};
+  auto optional_json = [](const std::optional<double>& v) { return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(); };
 
   auto describe = [](const Candidate& c) {
     std::string s;
@@ -229,9 +234,8 @@ int cmd_plan(const Args& args) {
     for (std::size_t i = 0; i < cheaper.size() && static_cast<int>(i) < top; ++i) doc["cheaper_but_infeasible"].push_back(entry(*cheaper[i]));
     if (rates) {
       nlohmann::ordered_json r;
-      r["sustained_per_s"] = rates->sustained_per_s ? nlohmann::ordered_json(*rates->sustained_per_s) : nlohmann::ordered_json();
-      r["first_failing_per_s"] =
-          rates->first_failing_per_s ? nlohmann::ordered_json(*rates->first_failing_per_s) : nlohmann::ordered_json();
+      r["sustained_per_s"] = optional_json(rates->sustained_per_s);
+      r["first_failing_per_s"] = optional_json(rates->first_failing_per_s);
       if (!rates->failure.empty()) r["failure"] = rates->failure;
       r["probes"] = nlohmann::ordered_json::array();
       for (const auto& p : rates->probes) {
@@ -239,9 +243,7 @@ int cmd_plan(const Args& args) {
         e["rate_per_s"] = p.rate_per_s;
         e["ok"] = p.failure.empty();
         if (!p.failure.empty()) e["failure"] = p.failure;
-        e["throughput_requests_per_s"] = probe_number(p, "throughput.requests_per_s");
-        e["ttft_p99_s"] = probe_number(p, "latency_s.ttft.p99");
-        e["tpot_p99_s"] = probe_number(p, "latency_s.tpot.p99");
+        for (const auto& c : kProbeColumns) e[c.json] = optional_json(number_at(p.result, c.path));
         r["probes"].push_back(e);
       }
       doc["max_rate"] = r;
@@ -269,19 +271,21 @@ int cmd_plan(const Args& args) {
       else std::cout << "none in the range";
       if (rates->first_failing_per_s) std::cout << "  (" << *rates->first_failing_per_s << "/s fails: " << rates->failure << ")";
       else std::cout << "  (the top of the range still passes)";
-      std::cout << "\n  rate/s      throughput/s  ttft_p99_s  tpot_p99_s  verdict\n";
+      std::cout << "\n  " << std::left << std::setw(12) << "rate/s";
+      for (const auto& c : kProbeColumns) std::cout << std::setw(c.width) << c.header;
+      std::cout << "verdict\n";
       for (const auto& p : rates->probes) {
-        auto field = [&](const char* path) {
-          const auto v = number_at(p.result, path);
-          std::ostringstream s;
-          if (v) s << std::setprecision(4) << *v;
-          else s << "-";
-          return s.str();
-        };
-        std::cout << "  " << std::left << std::setw(12) << std::setprecision(5) << p.rate_per_s << std::setw(14)
-                  << field("throughput.requests_per_s") << std::setw(12) << field("latency_s.ttft.p99") << std::setw(12)
-                  << field("latency_s.tpot.p99") << (p.failure.empty() ? "ok" : p.failure) << std::right << "\n";
+        std::cout << "  " << std::setw(12) << std::setprecision(5) << p.rate_per_s;
+        for (const auto& c : kProbeColumns) {
+          const auto v = number_at(p.result, c.path);
+          std::ostringstream cell;
+          if (v) cell << std::setprecision(4) << *v;
+          else cell << "-";
+          std::cout << std::setw(c.width) << cell.str();
+        }
+        std::cout << (p.failure.empty() ? "ok" : p.failure) << "\n";
       }
+      std::cout << std::right;
     }
   }
   return feasible.empty() ? kDoesNotFit : kOk;
