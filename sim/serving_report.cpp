@@ -126,10 +126,16 @@ std::string serving_trace(const ServingSimulation& run) {
                       {"pid", it.replica}, {"tid", 0}, {"ts", it.start_s * 1e6}, {"dur", (it.end_s - it.start_s) * 1e6},
                       {"args", {{"decode_sequences", it.decode}, {"prefill_tokens", it.prefill_tokens}}}});
   }
+  double swap_out = -1, swap_in = -1;
   for (const auto& k : run.kv_timeline) {
     events.push_back({{"name", "KV occupancy"}, {"ph", "C"}, {"pid", 0}, {"ts", k.time_s * 1e6}, {"args", {{"fraction", k.utilization}}}});
-    events.push_back({{"name", "host swap bytes"}, {"ph", "C"}, {"pid", 0}, {"ts", k.time_s * 1e6},
-                      {"args", {{"out", k.swap_out_bytes}, {"in", k.swap_in_bytes}}}});
+    // A counter holds its value until the next event: one event per change is the whole track.
+    if (k.swap_out_bytes != swap_out || k.swap_in_bytes != swap_in) {
+      swap_out = k.swap_out_bytes;
+      swap_in = k.swap_in_bytes;
+      events.push_back({{"name", "host swap bytes"}, {"ph", "C"}, {"pid", 0}, {"ts", k.time_s * 1e6},
+                        {"args", {{"out", swap_out}, {"in", swap_in}}}});
+    }
     if (events.size() > 2 * ServingSimulation::kMaxLoggedIterations) break;
   }
   nlohmann::ordered_json doc;
