@@ -21,6 +21,11 @@ struct RunResult {
   bool fits = true;                 ///< false: the scenario runs out of memory (exit code 3)
   std::vector<std::string> notes;   ///< remarks for people: what was not modelled, hints to fit
   std::map<std::string, std::string> files;  ///< extra outputs for `--out DIR`: name -> content
+  /// False on the helper processes of a multi-process backend (MPI ranks other than the one that
+  /// reports): they print and write nothing.
+  bool primary = true;
+  /// The reporting process must stop the others after reporting (they wait for it forever).
+  bool abort_others = false;
 };
 
 /// The full result document: schema, scenario, backend, workload, input (the resolved scenario),

@@ -15,7 +15,7 @@ packages=(
   libsimgrid-dev libyaml-cpp-dev libboost-dev libboost-program-options-dev
   nlohmann-json3-dev catch2
   python3 python3-matplotlib python3-numpy
-  libopenmpi-dev openmpi-bin
+  libopenmpi-dev openmpi-bin libopenblas-dev
 )
 
 install_missing() {

@@ -18,12 +18,6 @@
 namespace memtwin {
 namespace {
 
-std::string hex(std::uint64_t v) {
-  char buf[20];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
 class SimBackend final : public Backend {
   RunResult run_serving(const Scenario& s) {
     RunResult r;
@@ -116,7 +110,7 @@ class SimBackend final : public Backend {
                               {"fidelity", std::string(kFidelityNames.name(s.simulation.fidelity))},
                               {"flows", step.flows},
                               {"activities", step.activities},
-                              {"plan_hash", hex(plan.hash())},
+                              {"plan_hash", plan.hash_hex()},
                               {"plan", plan.description}};
     if (s.simulation.fidelity == Fidelity::fast && s.training->parallelism.pipeline > 1) {
       r.notes.push_back("fidelity fast folds data-parallel replicas only; with pipeline stages every rank was simulated");

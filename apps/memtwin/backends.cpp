@@ -6,7 +6,7 @@
 
 namespace memtwin::cli {
 
-std::vector<std::string> backend_names() { return {"auto", "analytic", "sim"}; }
+std::vector<std::string> backend_names() { return {"auto", "analytic", "sim", "hw"}; }
 
 std::string default_backend() { return "auto"; }
 
@@ -16,9 +16,10 @@ std::string resolve_backend(const std::string& name, const Scenario& scenario) {
   return "sim";  // the simulator covers training steps and serving runs
 }
 
-std::unique_ptr<Backend> make_backend(const std::string& name) {
+std::unique_ptr<Backend> make_backend(const std::string& name, const HwOptions& hw) {
   if (name == "analytic") return make_analytic_backend();
   if (name == "sim") return make_sim_backend();
+  if (name == "hw") return make_hw_backend(hw);
   std::string known;
   for (const auto& n : backend_names()) known += (known.empty() ? "" : ", ") + n;
   throw UsageError("unknown backend '" + name + "'; available: " + known);

@@ -7,6 +7,7 @@
 #include "apps/memtwin/commands.h"
 #include "apps/memtwin/options.h"
 #include "apps/memtwin/text_report.h"
+#include "hw/host/mpi_collectives.h"
 #include "models/result.h"
 #include "models/scenario_loader.h"
 
@@ -39,6 +40,8 @@ int cmd_run(const Args& args) {
   for (const auto& n : backend_names()) backends += (backends.empty() ? "" : ", ") + n;
   options.add_options()
       ("backend", po::value<std::string>()->default_value(default_backend()), ("backend to run: " + backends + " (auto: sim)").c_str())
+      ("device", po::value<std::string>()->default_value("host"), (std::string("hw backend: the device to run on (") + kHwDevices + ")").c_str())
+      ("steps", po::value<int>()->default_value(3), "hw backend: timed steps after one warm-up step (the median is reported)")
       ("json", po::bool_switch(), "print exactly one JSON document (memtwin.result/1) on stdout")
       ("out", po::value<std::string>(), "directory for output files (result.json, ...)");
   auto vm = parse_args(args, options, positional,
@@ -48,8 +51,11 @@ int cmd_run(const Args& args) {
   if (!vm) return kOk;
 
   LoadedScenario loaded = load(*vm);
-  auto backend = make_backend(resolve_backend((*vm)["backend"].as<std::string>(), loaded.scenario));
+  HwOptions hw{(*vm)["device"].as<std::string>(), (*vm)["steps"].as<int>()};
+  if (hw.steps < 1) throw UsageError("--steps must be at least 1");
+  auto backend = make_backend(resolve_backend((*vm)["backend"].as<std::string>(), loaded.scenario), hw);
   RunResult result = backend->run(loaded.scenario);
+  if (!result.primary) return result.fits ? kOk : kDoesNotFit;  // another process reports
   nlohmann::ordered_json doc = result_document(loaded, result);
 
   if (vm->count("out")) {
@@ -68,6 +74,10 @@ int cmd_run(const Args& args) {
     std::cout << doc.dump(2) << "\n";
   } else {
     print_text_report(std::cout, doc);
+  }
+  if (result.abort_others) {
+    std::cout.flush();
+    hw::MpiSession::get().abort(kDoesNotFit);
   }
   return result.fits ? kOk : kDoesNotFit;
 }

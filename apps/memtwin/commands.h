@@ -21,6 +21,9 @@ int cmd_kernels(const Args& args);
 int cmd_sweep(const Args& args);
 int cmd_report(const Args& args);
 int cmd_plan(const Args& args);
+int cmd_calibrate(const Args& args);
+int cmd_validate(const Args& args);
+int cmd_compare(const Args& args);
 
 /// Thrown for a malformed command line; main prints it with the subcommand's usage and exits 2.
 struct UsageError : std::runtime_error {

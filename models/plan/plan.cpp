@@ -57,6 +57,12 @@ std::uint64_t Plan::hash() const {
       f.add(static_cast<std::int64_t>(op.compute_class));
       f.add(op.flops);
       f.add(op.bytes);
+      for (const auto& g : op.gemms) {
+        f.add(g.m);
+        f.add(g.n);
+        f.add(g.k);
+        f.add(g.count);
+      }
       f.add(static_cast<std::int64_t>(op.collective));
       f.add(op.role);
       f.add(op.bytes_total);
@@ -73,6 +79,12 @@ std::uint64_t Plan::hash() const {
   }
   f.add(persistent_bytes.count());
   return f.h;
+}
+
+std::string Plan::hash_hex() const {
+  char buf[20];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(hash()));
+  return buf;
 }
 
 }  // namespace memtwin

@@ -30,6 +30,15 @@ enum class CopyDirection { device_to_host, host_to_device };
 const char* stream_name(Stream s);
 const char* collective_name(Collective c);
 
+/// One matrix multiply C[m,n] = A[m,k] B[k,n], `count` times: the real shapes of a compute op, so
+/// that a hardware backend runs the kernels the model has. The op's `flops` stay authoritative: a
+/// backward pass repeats its forward shapes twice, causal attention runs half of its full shapes.
+struct GemmShape {
+  std::int64_t m = 0, n = 0, k = 0;
+  std::int64_t count = 1;
+  [[nodiscard]] double flops() const { return 2.0 * static_cast<double>(m) * n * k * count; }
+};
+
 struct Op {
   OpKind kind = OpKind::compute;
   Stream stream = Stream::compute;
@@ -39,6 +48,7 @@ struct Op {
   ComputeClass compute_class = ComputeClass::gemm;
   double flops = 0;                 ///< floating-point operations (cpu_optimizer: parameters to update)
   double bytes = 0;                 ///< device-memory traffic, for the roofline
+  std::vector<GemmShape> gemms;     ///< gemm and attention ops: the shapes one pass multiplies
   // collective: `bytes_total` is the full buffer (the gathered output of an all-gather, the input of
   // a reduce-scatter, the buffer of an all-reduce), as nccl-tests counts it.
   Collective collective = Collective::all_reduce;
@@ -73,6 +83,8 @@ struct Plan {
   [[nodiscard]] int ranks() const { return static_cast<int>(program_of_rank.size()); }
   /// A stable hash of everything a backend executes (FNV-1a over a canonical text form).
   [[nodiscard]] std::uint64_t hash() const;
+  /// The hash as 16 hex digits, as results print it (`simulated.plan_hash`, `executed.plan_hash`).
+  [[nodiscard]] std::string hash_hex() const;
 };
 
 }  // namespace memtwin

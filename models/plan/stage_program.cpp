@@ -23,13 +23,15 @@ class Emitter {
     p_.ops.push_back(std::move(op));
     return static_cast<std::uint32_t>(p_.ops.size() - 1);
   }
-  std::uint32_t compute(std::string name, ComputeClass c, double flops, double bytes, std::vector<std::uint32_t> deps) {
+  std::uint32_t compute(std::string name, ComputeClass c, double flops, double bytes, std::vector<std::uint32_t> deps,
+                        std::vector<GemmShape> gemms = {}) {
     Op op;
     op.name = std::move(name);
     op.compute_class = c;
     op.flops = flops;
     op.bytes = bytes;
     op.deps = std::move(deps);
+    op.gemms = std::move(gemms);
     return add(std::move(op));
   }
   std::uint32_t collective(std::string name, Collective c, std::string role, double bytes_total,
@@ -78,6 +80,8 @@ struct BlockCost {
   double elementwise_bytes = 0;                // forward memory-bound kernels (norms, rotary, SwiGLU, residuals)
   double activation_bytes = 0;                 // stored for backward
   double params = 0;                           // this rank's share of the block
+  std::vector<GemmShape> gemm_shapes;          // the forward's matrix multiplies on this rank
+  std::vector<GemmShape> attention_shapes;     // QK^T and AV over the whole score matrix, per head
 };
 
 BlockCost block_cost(const Scenario& s) {
@@ -93,11 +97,22 @@ BlockCost block_cost(const Scenario& s) {
     weights += active / tp;
   }
   c.gemm_flops = 2 * weights * tokens;
+  // Column-parallel matrices split their outputs over the tensor ranks, row-parallel ones (the
+  // attention output and the MLP's down projection) their inputs, as Megatron-LM does.
+  const auto tokens_i = static_cast<std::int64_t>(tokens);
+  for (const auto& w : block_matrices(m)) {
+    const bool row_parallel = w.name == "o_proj" || w.name == "down_proj";
+    const auto rows = static_cast<std::int64_t>(row_parallel ? w.rows / tp : w.rows);
+    const auto cols = static_cast<std::int64_t>(row_parallel ? w.cols : w.cols / tp);
+    c.gemm_shapes.push_back({tokens_i, cols, rows, w.copies > 1 ? m.experts_per_token : 1});
+  }
   c.gemm_bytes = element * (weights + tokens * (4.0 * m.hidden + 3.0 * m.intermediate * m.experts_per_token / tp));
   const double q_width = static_cast<double>(m.heads) * m.head_dim / tp;
   // Causal FlashAttention: QK^T and AV over half the context on average.
   c.attention_flops = 4.0 * tokens * t.seq_len * q_width * 0.5;
   c.attention_bytes = element * tokens * 4 * q_width;
+  const std::int64_t head_passes = static_cast<std::int64_t>(t.micro_batch) * m.heads / t.parallelism.tensor;
+  c.attention_shapes = {{t.seq_len, t.seq_len, m.head_dim, head_passes}, {t.seq_len, m.head_dim, t.seq_len, head_passes}};
   if (t.attention == AttentionImpl::explicit_scores) {
     // Materialised scores [b, heads/t, s, s]: written by QK^T, read and written by the fused
     // scale-mask-softmax, by dropout (with its mask), read by AV: about six passes of 16-bit scores.
@@ -257,8 +272,10 @@ void StageProgramBuilder::forward(int mb) {
       deps.push_back(x.e.collective(name + ".fwd_ag", Collective::all_gather, x.shard_role, gathered.as_double(), {a}));
     }
     const auto act = x.e.memory(OpKind::alloc, name + ".activations", activations, deps);
-    auto last = x.e.compute(name + ".fwd", ComputeClass::gemm, x.block.gemm_flops, x.block.gemm_bytes, {act});
-    last = x.e.compute(name + ".fwd_attn", ComputeClass::attention, x.block.attention_flops, x.block.attention_bytes, {last});
+    auto last = x.e.compute(name + ".fwd", ComputeClass::gemm, x.block.gemm_flops, x.block.gemm_bytes, {act},
+                            x.block.gemm_shapes);
+    last = x.e.compute(name + ".fwd_attn", ComputeClass::attention, x.block.attention_flops, x.block.attention_bytes,
+                       {last}, x.block.attention_shapes);
     last = x.e.compute(name + ".fwd_elementwise", ComputeClass::elementwise, 0, x.block.elementwise_bytes, {last});
     x.previous = x.tp_collectives(name + ".fwd", last);
     if (x.gather) x.free_gather_fwd[b] = x.e.memory(OpKind::free, name + ".params", gathered, {x.previous});
@@ -268,7 +285,9 @@ void StageProgramBuilder::forward(int mb) {
     const Bytes logits = bytes_of(x.tokens * (6.0 * x.m.vocab / x.tp + 4.0 * x.m.hidden));
     const auto la = x.e.memory(OpKind::alloc, tag + "logits", logits, {x.previous});
     const auto head = x.e.compute(tag + "head", ComputeClass::gemm, 3 * 2 * x.head_params * x.tokens,
-                                  x.element * (x.head_params + x.tokens * x.m.vocab / x.tp), {la});
+                                  x.element * (x.head_params + x.tokens * x.m.vocab / x.tp), {la},
+                                  {{static_cast<std::int64_t>(x.tokens), static_cast<std::int64_t>(x.head_params / x.m.hidden),
+                                    x.m.hidden, 1}});
     x.previous = x.e.memory(OpKind::free, tag + "logits", logits, {head});
   } else {
     x.e.collective(tag + "send_activations", Collective::p2p_forward, "pp_next", x.boundary_bytes(), {x.previous},
@@ -307,14 +326,16 @@ void StageProgramBuilder::backward(int mb) {
     std::uint32_t last = deps.front();
     if (x.t.recompute == Recompute::full) {
       // Full recompute runs the block's forward again, its tensor-parallel collectives included.
-      last = x.e.compute(name + ".recompute", ComputeClass::gemm, x.block.gemm_flops, x.block.gemm_bytes, deps);
+      last = x.e.compute(name + ".recompute", ComputeClass::gemm, x.block.gemm_flops, x.block.gemm_bytes, deps,
+                         x.block.gemm_shapes);
       last = x.tp_collectives(name + ".recompute", last);
       deps = {last};
     }
-    last = x.e.compute(name + ".bwd", ComputeClass::gemm, 2 * x.block.gemm_flops, 2 * x.block.gemm_bytes, deps);
+    last = x.e.compute(name + ".bwd", ComputeClass::gemm, 2 * x.block.gemm_flops, 2 * x.block.gemm_bytes, deps,
+                       x.block.gemm_shapes);
     last = x.e.compute(name + ".bwd_attn", ComputeClass::attention,
                        2.5 * x.block.attention_flops + (x.t.recompute != Recompute::none ? x.block.attention_flops : 0),
-                       2 * x.block.attention_bytes, {last});
+                       2 * x.block.attention_bytes, {last}, x.block.attention_shapes);
     // Backward of the memory-bound kernels moves about twice their forward bytes (and recompute
     // runs the forward ones again).
     last = x.e.compute(name + ".bwd_elementwise", ComputeClass::elementwise, 0,

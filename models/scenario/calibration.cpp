@@ -1,5 +1,6 @@
 #include "models/scenario/calibration.h"
 
+#include <algorithm>
 #include <functional>
 #include <map>
 
@@ -31,16 +32,31 @@ void apply_calibration(const std::string& path, const ParamValues& scenario, Clu
       }
     });
   };
-  auto bytes = [](Bytes& field) {
-    return Apply([&field](const YAML::Node& n, const SourceLocation& where, const std::string& key) {
+  // A measured figure in its unit ("61.2GFLOPS", "9.8GB/s", "12us", "45MiB").
+  auto measured = [](auto parse, auto& field) {
+    return Apply([parse, &field](const YAML::Node& n, const SourceLocation& where, const std::string& key) {
       try {
-        field = parse_bytes(n.Scalar());
+        if (!n.IsScalar()) throw UnitError("expected a value with its unit");
+        field = parse(n.Scalar());
       } catch (const UnitError& e) {
         throw ScenarioError(where, key, e.what());
       }
     });
   };
-  const std::map<std::string, std::pair<std::string, Apply>> known = {
+  auto bytes = [&](Bytes& field) { return measured(parse_bytes, field); };
+  auto bandwidth = [&](BytesPerSec& field) { return measured(parse_bandwidth, field); };
+  auto positive = [](double& field) {
+    return Apply([&field](const YAML::Node& n, const SourceLocation& where, const std::string& key) {
+      try {
+        const double v = n.as<double>();
+        if (!(v > 0)) throw ScenarioError(where, key, "must be positive");
+        field = v;
+      } catch (const YAML::Exception&) {
+        throw ScenarioError(where, key, "expected a number");
+      }
+    });
+  };
+  std::map<std::string, std::pair<std::string, Apply>> known = {
       {"efficiency.gemm", {"cluster.efficiency.gemm", fraction(c.efficiency.gemm)}},
       {"efficiency.attention", {"cluster.efficiency.attention", fraction(c.efficiency.attention)}},
       {"efficiency.memory", {"cluster.efficiency.memory", fraction(c.efficiency.memory)}},
@@ -48,34 +64,53 @@ void apply_calibration(const std::string& path, const ParamValues& scenario, Clu
       {"runtime.nccl_buffers", {"cluster.runtime.nccl_buffers", bytes(c.runtime.nccl_buffers)}},
       {"runtime.framework_overhead", {"cluster.runtime.framework_overhead", bytes(c.runtime.framework_overhead)}},
       {"runtime.cuda_graph_pool", {"cluster.runtime.cuda_graph_pool", bytes(c.runtime.cuda_graph_pool)}},
-      {"host.pcie_bandwidth", {"cluster.host.pcie_bandwidth", Apply([&c](const YAML::Node& n, const SourceLocation& where,
-                                                                         const std::string& key) {
-         try {
-           c.host.pcie_bandwidth = parse_bandwidth(n.Scalar());
-         } catch (const UnitError& e) {
-           throw ScenarioError(where, key, e.what());
-         }
-       })}},
+      {"runtime.allocator_waste", {"cluster.runtime.allocator_waste", positive(c.runtime.allocator_waste)}},
+      {"host.pcie_bandwidth", {"cluster.host.pcie_bandwidth", bandwidth(c.host.pcie_bandwidth)}},
+      {"host.cpu_adam_params_per_s", {"cluster.host.cpu_adam_params_per_s", positive(c.host.cpu_adam_params_per_s)}},
+      // Measured device figures (the host device has no datasheet): they replace the catalog's.
+      {"gpu.hbm_bandwidth", {"cluster.gpu.hbm_bandwidth", bandwidth(c.gpu.hbm_bandwidth)}},
+      {"intra_node.bandwidth", {"cluster.intra_node.bandwidth", bandwidth(c.intra_node.bandwidth)}},
+      {"intra_node.latency", {"cluster.intra_node.latency", measured(parse_duration, c.intra_node.latency)}},
   };
+  for (Precision p : {Precision::fp32, Precision::bf16, Precision::fp16, Precision::fp8}) {
+    const std::string name(kPrecisionNames.name(p));
+    known["gpu.flops." + name] = {"cluster.gpu.flops." + name,
+                                  Apply([&c, p](const YAML::Node& n, const SourceLocation& where, const std::string& key) {
+                                    try {
+                                      if (!n.IsScalar()) throw UnitError("expected a rate such as 61.2GFLOPS");
+                                      c.gpu.flops[p] = parse_flops_rate(n.Scalar());
+                                    } catch (const UnitError& e) {
+                                      throw ScenarioError(where, key, e.what());
+                                    }
+                                  })};
+  }
   std::vector<std::string> names;
   for (const auto& [name, _] : known) names.push_back(name);
-  for (auto section = root.begin(); section != root.end(); ++section) {
-    const std::string top = section->first.Scalar();
-    const YAML::Node body = section->second;
-    if (top == "device") continue;  // free text
-    if (!body.IsMap()) {
-      throw ScenarioError({path, section->first.Mark().line + 1, section->first.Mark().column + 1}, top,
-                          "unknown section" + did_you_mean(top, {"efficiency", "runtime", "host", "device"}));
-    }
+  const std::vector<std::string> sections = {"efficiency", "runtime", "host", "gpu", "intra_node", "device"};
+  // Walks nested mappings, naming each leaf by its dotted path ("gpu.flops.fp32").
+  std::function<void(const YAML::Node&, const std::string&)> walk = [&](const YAML::Node& body, const std::string& prefix) {
     for (auto entry = body.begin(); entry != body.end(); ++entry) {
-      const std::string key = top + "." + entry->first.Scalar();
+      const std::string key = prefix + "." + entry->first.Scalar();
       const YAML::Mark mark = entry->second.Mark();
       const SourceLocation where{path, mark.line + 1, mark.column + 1};
       auto it = known.find(key);
+      if (it == known.end() && entry->second.IsMap()) {
+        walk(entry->second, key);
+        continue;
+      }
       if (it == known.end()) throw ScenarioError(where, key, "unknown calibration key" + did_you_mean(key, names));
-      if (scenario.given(it->second.first)) continue;  // the scenario's own value wins
+      if (scenario.given_by_user(it->second.first)) continue;  // the scenario's own value wins
       it->second.second(entry->second, where, key);
     }
+  };
+  for (auto section = root.begin(); section != root.end(); ++section) {
+    const std::string top = section->first.Scalar();
+    if (top == "device") continue;  // free text
+    if (!section->second.IsMap() || std::find(sections.begin(), sections.end(), top) == sections.end()) {
+      throw ScenarioError({path, section->first.Mark().line + 1, section->first.Mark().column + 1}, top,
+                          "unknown section" + did_you_mean(top, sections));
+    }
+    walk(section->second, top);
   }
 }
 

@@ -1,11 +1,15 @@
 #pragma once
-// A calibration file (`cluster.calibration: FILE`, written from measurements by
-// scripts/gpu/calibration_from_probe.py and later `memtwin calibrate`) replaces the cluster's
-// default efficiencies and runtime overheads. Values the scenario itself gives still win.
+// A calibration file (`cluster.calibration: FILE`, written from measurements by `memtwin calibrate`
+// or scripts/gpu/calibration_from_probe.py) replaces the cluster's default efficiencies, runtime
+// overheads and, where it measured them, the catalog's device figures. Values the scenario itself
+// gives still win.
 //
 //   efficiency: {gemm: 0.818, attention: 0.6, memory: 0.891}
-//   runtime: {cuda_context: 595MiB, nccl_buffers: 578MiB, framework_overhead: ..., cuda_graph_pool: ...}
-//   host: {pcie_bandwidth: 55.3GB/s}
+//   runtime: {cuda_context: 595MiB, nccl_buffers: 578MiB, framework_overhead: ..., cuda_graph_pool: ...,
+//             allocator_waste: 0.05}
+//   host: {pcie_bandwidth: 55.3GB/s, cpu_adam_params_per_s: 2.0e8}
+//   gpu: {flops: {fp32: 61.2GFLOPS}, hbm_bandwidth: 9.8GB/s}
+//   intra_node: {bandwidth: 3.2GB/s, latency: 12us}
 //   device: free text
 #include <string>
 

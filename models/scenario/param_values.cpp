@@ -267,6 +267,11 @@ bool ParamValues::given(const std::string& path) const {
   return it != values_.end() && !it->second.from_default;
 }
 
+bool ParamValues::given_by_user(const std::string& path) const {
+  auto it = values_.find(path);
+  return it != values_.end() && !it->second.from_default && it->second.where.file.rfind("scenarios/presets/", 0) != 0;
+}
+
 bool ParamValues::has_section(const std::string& path) const { return sections_.count(path) > 0; }
 
 const ParamValue& ParamValues::get(const std::string& path) const {

@@ -37,6 +37,9 @@ class ParamValues {
 
   /// True when the user (or a preset, or an override) gave the key; defaults do not count.
   [[nodiscard]] bool given(const std::string& path) const;
+  /// True when the scenario itself (or an override) gave the key: not a default, not a catalog
+  /// entry's value. Calibration files replace catalog values but never the user's own.
+  [[nodiscard]] bool given_by_user(const std::string& path) const;
   /// True when the section appears in the document.
   [[nodiscard]] bool has_section(const std::string& path) const;
 

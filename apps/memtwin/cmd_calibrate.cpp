@@ -1,0 +1,129 @@
+// memtwin calibrate: measures a device and writes the calibration file the simulator reads
+// (`cluster.calibration: FILE`), so that its predictions are checked against this machine.
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "apps/memtwin/commands.h"
+#include "apps/memtwin/options.h"
+#include "apps/memtwin/rank_launcher.h"
+#include "hw/host/host_calibration.h"
+#include "hw/host/mpi_collectives.h"
+#include "models/unit_parse.h"
+
+namespace po = boost::program_options;
+
+namespace memtwin::cli {
+namespace {
+
+std::string number(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+std::string calibration_yaml(const hw::HostCalibration& c, double min_seconds) {
+  std::ostringstream y;
+  const std::time_t now = std::time(nullptr);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
+  y << "# memtwin calibration: memtwin calibrate --device host --ranks " << c.ranks << " --min-time " << min_seconds
+    << " (" << date << ")\n"
+    << "# Every rank measured at once, one OpenBLAS thread each; figures are the slowest rank's.\n"
+    << "device: host CPU " << c.cpu << ", " << c.ranks << " rank(s)\n"
+    << "gpu:\n"
+    << "  flops: {fp32: " << number("%.4g", c.gemm_best_flops / 1e9) << "GFLOPS}   # best sgemm rate over transformer shapes\n"
+    << "  hbm_bandwidth: " << number("%.4g", c.stream_bytes_per_s / 1e9) << "GB/s   # streaming traffic (read + write) per rank\n"
+    << "efficiency:\n"
+    << "  gemm: " << number("%.3f", c.gemm_median_flops / c.gemm_best_flops) << "   # median sgemm rate / best\n"
+    << "  attention: " << number("%.3f", std::min(1.0, c.attention_median_flops / c.gemm_best_flops))
+    << "   # median rate of per-head score and value products / best sgemm\n"
+    << "  memory: 1   # hbm_bandwidth above is the measured rate itself\n"
+    << "host:\n"
+    << "  pcie_bandwidth: " << number("%.4g", c.copy_bytes_per_s / 1e9) << "GB/s   # a host-device \"PCIe\" copy is a memcpy\n"
+    << "  cpu_adam_params_per_s: " << number("%.4g", c.adam_params_per_s * c.ranks) << "   # per node: per-rank Adam rate x ranks\n";
+  if (c.ranks > 1) {
+    y << "intra_node:\n"
+      << "  bandwidth: " << number("%.4g", c.collective_bus_bytes_per_s / 1e9)
+      << "GB/s   # MPI all-gather bus bandwidth (nccl-tests' busbw) at the largest size\n"
+      << "  latency: " << number("%.4g", c.collective_step_latency_s * 1e6) << "us   # per ring step, from the smallest all-gather\n";
+  }
+  y << "runtime:\n"
+    << "  cuda_context: " << format_bytes(Bytes(c.runtime_bytes))
+    << "   # resident memory of a rank ready to run: process, MPI, kernel workspace, staging buffers\n"
+    << "  nccl_buffers: 0B   # MPI's staging buffers are counted above\n"
+    << "  framework_overhead: 0B\n"
+    << "  cuda_graph_pool: 0B\n"
+    << "# measurements (size, seconds per call, rate):\n";
+  auto samples = [&](const char* what, const std::vector<hw::RateSample>& v, double unit, const char* unit_name) {
+    for (const auto& s : v)
+      y << "#   " << what << " " << s.what << ": " << number("%.4g", s.seconds * 1e3) << " ms, "
+        << number("%.4g", s.rate / unit) << " " << unit_name << "\n";
+  };
+  samples("", c.gemm, 1e9, "GFLOP/s");
+  samples("", c.attention, 1e9, "GFLOP/s");
+  samples("", c.collectives, 1e9, "GB/s bus");
+  y << "# correctness: " << c.wrong_results << " wrong result(s)\n";
+  return y.str();
+}
+
+}  // namespace
+
+int cmd_calibrate(const Args& args) {
+  po::options_description options("options");
+  po::positional_options_description positional;
+  options.add_options()
+      ("device", po::value<std::string>()->default_value("host"), "device to measure: host (cuda: scripts/gpu/probe.sh)")
+      ("ranks", po::value<int>()->default_value(2), "ranks measured at once (one per \"GPU\" of the scenarios to check)")
+      ("min-time", po::value<double>()->default_value(0.2), "least seconds each timed measurement runs")
+      ("out", po::value<std::string>(), "calibration file to write (YAML)");
+  auto vm = parse_args(args, options, positional,
+                       "usage: memtwin calibrate --device host [--ranks N] [--min-time S] --out FILE.yaml\n\n"
+                       "Measures GEMM and attention throughput, memory and copy bandwidth, Adam's update rate\n"
+                       "and MPI collective bandwidth the nccl-tests way (warm-up, timed repeats, correctness\n"
+                       "count), with every rank busy at once, and writes a calibration file; scenarios use it\n"
+                       "with `cluster.calibration: FILE.yaml`.");
+  if (!vm) return kOk;
+  const std::string device = (*vm)["device"].as<std::string>();
+  if (device == "cuda") {
+    throw UsageError("GPU calibration runs from scripts/gpu/probe.sh and scripts/gpu/calibration_from_probe.py "
+                     "(see calib/h200.yaml); memtwin calibrate measures --device host");
+  }
+  if (device != "host") throw UsageError("unknown device '" + device + "'; devices: host");
+  if (!vm->count("out")) throw UsageError("--out FILE.yaml is required");
+  const int ranks = (*vm)["ranks"].as<int>();
+  const double min_seconds = (*vm)["min-time"].as<double>();
+  if (ranks < 1) throw UsageError("--ranks must be at least 1");
+  if (!(min_seconds > 0)) throw UsageError("--min-time must be positive");
+  const std::string out = (*vm)["out"].as<std::string>();
+
+  if (!under_mpi_launcher() && ranks > 1) {
+    Launched run = launch_ranks(ranks, {"calibrate", "--device", device, "--ranks", std::to_string(ranks), "--min-time",
+                                        number("%g", min_seconds), "--out", out});
+    std::cout << run.out;
+    return run.exit_code;
+  }
+  const hw::HostCalibration c = hw::calibrate_host(min_seconds);
+  if (hw::MpiSession::get().rank != 0) return kOk;
+  std::ofstream file(out);
+  file << calibration_yaml(c, min_seconds);
+  if (!file) throw std::runtime_error("cannot write " + out);
+  std::cout << "wrote " << out << ": " << c.ranks << " rank(s) on " << c.cpu << "\n"
+            << "  sgemm best " << number("%.1f", c.gemm_best_flops / 1e9) << " GFLOP/s, median "
+            << number("%.1f", c.gemm_median_flops / 1e9) << "; attention median " << number("%.1f", c.attention_median_flops / 1e9)
+            << " GFLOP/s\n"
+            << "  memory stream " << number("%.2f", c.stream_bytes_per_s / 1e9) << " GB/s, copy "
+            << number("%.2f", c.copy_bytes_per_s / 1e9) << " GB/s; Adam " << number("%.3g", c.adam_params_per_s)
+            << " params/s per rank\n";
+  if (c.ranks > 1) {
+    std::cout << "  all-gather bus bandwidth " << number("%.2f", c.collective_bus_bytes_per_s / 1e9) << " GB/s, "
+              << number("%.1f", c.collective_step_latency_s * 1e6) << " us per ring step\n";
+  }
+  std::cout << "  runtime " << human_bytes(Bytes(c.runtime_bytes)) << " per rank; " << c.wrong_results
+            << " wrong result(s)\n";
+  return c.wrong_results == 0 ? kOk : kInternalError;
+}
+
+}  // namespace memtwin::cli

@@ -1,0 +1,144 @@
+// memtwin validate: the prediction (sim backend) and the measurement (hw backend) of one scenario,
+// on the same plan, side by side with the prediction's error. memtwin compare: the same for two
+// saved results.
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "apps/memtwin/backends.h"
+#include "apps/memtwin/commands.h"
+#include "apps/memtwin/comparison.h"
+#include "apps/memtwin/options.h"
+#include "apps/memtwin/rank_launcher.h"
+#include "models/plan/training_plan.h"
+#include "models/result.h"
+#include "models/scenario_loader.h"
+
+namespace po = boost::program_options;
+
+namespace memtwin::cli {
+namespace {
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw UsageError("cannot read " + path);
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw UsageError(path + " is not a JSON document: " + e.what());
+  }
+}
+
+void write_file(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  if (!out) throw std::runtime_error("cannot write " + path.string());
+}
+
+}  // namespace
+
+int cmd_validate(const Args& args) {
+  po::options_description options("options");
+  po::positional_options_description positional;
+  options.add_options()
+      ("scenario", po::value<std::string>(), "scenario YAML file")
+      ("set", po::value<std::vector<std::string>>()->composing(), "override a key (repeatable), in both runs")
+      ("device", po::value<std::string>()->default_value("host"), (std::string("device to measure on (") + kHwDevices + ")").c_str())
+      ("steps", po::value<int>()->default_value(3), "timed steps after one warm-up step")
+      ("json", po::bool_switch(), "print the validation document (memtwin.validation/1) instead of the table")
+      ("out", po::value<std::string>(), "directory for predicted.json, measured.json and validation.json");
+  positional.add("scenario", 1);
+  auto vm = parse_args(args, options, positional,
+                       "usage: memtwin validate SCENARIO [--set KEY=VALUE]... [--device host] [--steps N] [--json] [--out DIR]\n\n"
+                       "Runs the scenario's plan in the simulator and on the device (as many MPI ranks as the plan\n"
+                       "has, started here), and prints per metric: predicted, measured, error of the prediction.\n"
+                       "Calibrate the device first (`memtwin calibrate`) and point the scenario at the file with\n"
+                       "--set cluster.calibration=FILE.yaml.");
+  if (!vm) return kOk;
+  if (!vm->count("scenario")) throw UsageError("a scenario file is required");
+  const std::string path = (*vm)["scenario"].as<std::string>();
+  std::vector<std::string> overrides;
+  if (vm->count("set")) overrides = (*vm)["set"].as<std::vector<std::string>>();
+  const std::string device = (*vm)["device"].as<std::string>();
+  const int steps = (*vm)["steps"].as<int>();
+  if (steps < 1) throw UsageError("--steps must be at least 1");
+
+  const LoadedScenario loaded = load_scenario_file(path, overrides);
+  if (!loaded.scenario.training) throw UsageError("memtwin validate checks training scenarios; serving is not executed on devices yet");
+  const int ranks = build_training_plan(loaded.scenario).ranks();
+
+  // Prediction here; measurement in `ranks` processes of `memtwin run --backend hw`.
+  const RunResult predicted_run = make_backend("sim")->run(loaded.scenario);
+  const nlohmann::ordered_json predicted = result_document(loaded, predicted_run);
+  std::vector<std::string> hw_args = {"run", path, "--backend", "hw", "--device", device, "--steps", std::to_string(steps), "--json"};
+  for (const auto& o : overrides) {
+    hw_args.push_back("--set");
+    hw_args.push_back(o);
+  }
+  const Launched measured_run = launch_ranks(ranks, hw_args);
+  nlohmann::json measured;
+  try {
+    measured = nlohmann::json::parse(measured_run.out);
+  } catch (const nlohmann::json::exception&) {
+    std::cerr << "memtwin validate: the measured run (" << ranks << " ranks) exited with " << measured_run.exit_code
+              << " and printed no result\n";
+    return measured_run.exit_code == 0 ? kInternalError : measured_run.exit_code;
+  }
+  require_same_plan(predicted, measured);
+  const auto rows = compare_results(predicted, measured);
+  nlohmann::ordered_json doc = {{"schema", kValidationSchema},
+                                {"scenario", loaded.scenario.name},
+                                {"device", device},
+                                {"ranks", ranks},
+                                {"plan_hash", *plan_hash_of(predicted)},
+                                {"metrics", comparison_json(rows)},
+                                {"predicted_fits", predicted_run.fits},
+                                {"measured_fits", measured_run.exit_code != kDoesNotFit}};
+  if (vm->count("out")) {
+    const std::filesystem::path dir = (*vm)["out"].as<std::string>();
+    std::filesystem::create_directories(dir);
+    write_file(dir / "predicted.json", predicted.dump(2) + "\n");
+    write_file(dir / "measured.json", measured.dump(2) + "\n");
+    write_file(dir / "validation.json", doc.dump(2) + "\n");
+  }
+  if ((*vm)["json"].as<bool>()) {
+    std::cout << doc.dump(2) << "\n";
+  } else {
+    std::cout << "memtwin validate '" << loaded.scenario.name << "': sim against " << device << " (" << ranks
+              << " rank(s)), plan " << *plan_hash_of(predicted) << "\n\n";
+    print_comparison(std::cout, rows, "predicted", "measured");
+    if (predicted_run.fits != (measured_run.exit_code != kDoesNotFit)) {
+      std::cout << "\nthe prediction says it " << (predicted_run.fits ? "fits" : "does not fit")
+                << "; the device says it " << (measured_run.exit_code != kDoesNotFit ? "fits" : "does not fit") << "\n";
+    }
+  }
+  return measured_run.exit_code == kDoesNotFit || !predicted_run.fits ? kDoesNotFit : kOk;
+}
+
+int cmd_compare(const Args& args) {
+  po::options_description options("options");
+  po::positional_options_description positional;
+  options.add_options()
+      ("predicted", po::value<std::string>(), "result JSON taken as the prediction")
+      ("measured", po::value<std::string>(), "result JSON taken as the measurement")
+      ("json", po::bool_switch(), "print the comparison as JSON");
+  positional.add("predicted", 1).add("measured", 1);
+  auto vm = parse_args(args, options, positional,
+                       "usage: memtwin compare A.json B.json [--json]\n\n"
+                       "Compares two saved results (memtwin run --json, or --out DIR's result.json) of the same\n"
+                       "plan: per metric A, B and A's error against B. Refuses results of different plans.");
+  if (!vm) return kOk;
+  if (!vm->count("predicted") || !vm->count("measured")) throw UsageError("two result files are required");
+  const nlohmann::json a = read_json((*vm)["predicted"].as<std::string>());
+  const nlohmann::json b = read_json((*vm)["measured"].as<std::string>());
+  require_same_plan(a, b);
+  const auto rows = compare_results(a, b);
+  if ((*vm)["json"].as<bool>()) {
+    std::cout << nlohmann::ordered_json{{"plan_hash", *plan_hash_of(a)}, {"metrics", comparison_json(rows)}}.dump(2) << "\n";
+  } else {
+    print_comparison(std::cout, rows, a.value("backend", std::string("A")), b.value("backend", std::string("B")));
+  }
+  return kOk;
+}
+
+}  // namespace memtwin::cli

@@ -1,0 +1,91 @@
+#include "apps/memtwin/comparison.h"
+
+#include <cmath>
+#include <cstdio>
+#include <ostream>
+
+#include "apps/memtwin/commands.h"
+#include "apps/memtwin/json_path.h"
+#include "models/unit_parse.h"
+
+namespace memtwin::cli {
+namespace {
+
+struct Compared {
+  const char* metric;
+  const char* unit;
+};
+
+// What a training step and a serving run are judged on: memory first, then time.
+constexpr Compared kMetrics[] = {
+    {"memory.gpu.peak_bytes", "bytes"},
+    {"time.step_s", "s"},
+    {"time.compute_s", "s"},
+    {"time.comm_busy_s", "s"},
+    {"latency_s.ttft.p50", "s"},
+    {"latency_s.ttft.p99", "s"},
+    {"latency_s.tpot.p50", "s"},
+    {"latency_s.tpot.p99", "s"},
+    {"throughput.output_tokens_per_s", "1/s"},
+    {"kv_cache.peak_utilization", ""},
+    {"kv_cache.preemptions", ""},
+};
+
+std::string shown(double v, const std::string& unit) {
+  if (unit == "bytes") return human_bytes(Bytes(static_cast<std::int64_t>(std::llround(v))));
+  if (unit == "s") return human_duration(Seconds(v));
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", v);
+  return buf;
+}
+
+}  // namespace
+
+std::optional<std::string> plan_hash_of(const nlohmann::json& result) {
+  for (const char* path : {"simulated.plan_hash", "executed.plan_hash"}) {
+    const nlohmann::json* node = find_path(result, path);
+    if (node && node->is_string()) return node->get<std::string>();
+  }
+  return std::nullopt;
+}
+
+void require_same_plan(const nlohmann::json& predicted, const nlohmann::json& measured) {
+  const auto a = plan_hash_of(predicted), b = plan_hash_of(measured);
+  if (!a || !b) throw UsageError("a result does not name the plan it ran (simulated.plan_hash or executed.plan_hash)");
+  if (*a != *b) throw UsageError("the results ran different plans (" + *a + " and " + *b + "); they are not comparable");
+}
+
+std::vector<ComparedMetric> compare_results(const nlohmann::json& predicted, const nlohmann::json& measured) {
+  std::vector<ComparedMetric> rows;
+  for (const auto& m : kMetrics) {
+    const auto p = number_at(predicted, m.metric), q = number_at(measured, m.metric);
+    if (!p || !q) continue;
+    ComparedMetric row{m.metric, m.unit, *p, *q, 0};
+    row.error_pct = *q != 0 ? (*p - *q) / *q * 100 : (*p == 0 ? 0 : INFINITY);
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+void print_comparison(std::ostream& out, const std::vector<ComparedMetric>& rows, const std::string& predicted_label,
+                      const std::string& measured_label) {
+  char line[256];
+  std::snprintf(line, sizeof line, "%-32s %14s %14s %9s\n", "metric", predicted_label.c_str(), measured_label.c_str(), "error");
+  out << line;
+  for (const auto& r : rows) {
+    std::snprintf(line, sizeof line, "%-32s %14s %14s %+8.1f%%\n", r.metric.c_str(), shown(r.predicted, r.unit).c_str(),
+                  shown(r.measured, r.unit).c_str(), r.error_pct);
+    out << line;
+  }
+}
+
+nlohmann::ordered_json comparison_json(const std::vector<ComparedMetric>& rows) {
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const auto& r : rows) {
+    list.push_back({{"metric", r.metric}, {"unit", r.unit}, {"predicted", r.predicted}, {"measured", r.measured},
+                    {"error_pct", std::isfinite(r.error_pct) ? nlohmann::ordered_json(r.error_pct) : nlohmann::ordered_json(nullptr)}});
+  }
+  return list;
+}
+
+}  // namespace memtwin::cli

@@ -1,0 +1,157 @@
+#include "hw/host/host_calibration.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+
+#include "hw/host/host_kernels.h"
+#include "hw/host/mpi_collectives.h"
+#include "hw/process_memory.h"
+
+namespace memtwin::hw {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double elapsed(Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); }
+
+double slowest(double v) {
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+  return v;
+}
+
+// Seconds per call of `run`: two warm-up calls, then timed calls for at least `min_seconds`, all
+// ranks at once; the slowest rank's figure.
+template <class F>
+double seconds_per_call(F&& run, double min_seconds) {
+  run();
+  run();
+  check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+  const auto start = Clock::now();
+  long calls = 0;
+  do {
+    run();
+    ++calls;
+  } while (elapsed(start) < min_seconds);
+  return slowest(elapsed(start) / static_cast<double>(calls));
+}
+
+// The same for a collective: every rank must make the same number of calls, so the count comes
+// from a timed trial agreed on by all.
+template <class F>
+double seconds_per_collective(F&& run, double min_seconds) {
+  run();
+  check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+  auto start = Clock::now();
+  run();
+  const double trial = slowest(elapsed(start));
+  const long calls = std::max(3L, static_cast<long>(std::ceil(min_seconds / std::max(trial, 1e-7))));
+  check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+  start = Clock::now();
+  for (long i = 0; i < calls; ++i) run();
+  return slowest(elapsed(start) / static_cast<double>(calls));
+}
+
+double median_rate(const std::vector<RateSample>& v) {
+  std::vector<double> rates;
+  for (const auto& s : v) rates.push_back(s.rate);
+  std::sort(rates.begin(), rates.end());
+  return rates.empty() ? 0 : rates[rates.size() / 2];
+}
+
+std::string cpu_model() {
+  std::ifstream info("/proc/cpuinfo");
+  for (std::string line; std::getline(info, line);) {
+    if (line.rfind("model name", 0) == 0) {
+      auto colon = line.find(':');
+      return colon == std::string::npos ? line : line.substr(colon + 2);
+    }
+  }
+  return "unknown CPU";
+}
+
+}  // namespace
+
+HostCalibration calibrate_host(double min_seconds) {
+  MpiSession& mpi = MpiSession::get();
+  use_one_blas_thread();
+  HostCalibration c;
+  c.ranks = mpi.size;
+  c.cpu = cpu_model();
+  HostKernels kernels;
+
+  // GEMMs of transformer layers: tokens x (hidden -> hidden, hidden -> MLP, MLP -> hidden,
+  // hidden -> vocabulary slice), and attention's per-head score and value products.
+  for (std::int64_t m : {256, 512, 1024}) {
+    for (auto [k, n] : {std::pair<std::int64_t, std::int64_t>{512, 512}, {512, 1408}, {1408, 512}, {512, 4096}, {1024, 1024}}) {
+      GemmShape g{m, n, k, 1};
+      const double s = seconds_per_call([&] { kernels.gemm(g); }, min_seconds / 4);
+      const float expected = static_cast<float>(k) * 0.01f * 0.01f;
+      if (std::abs(kernels.last_gemm_output() - expected) > 1e-3f * expected) ++c.wrong_results;
+      c.gemm.push_back({"gemm " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k), g.flops(), s,
+                        g.flops() / s});
+    }
+  }
+  for (std::int64_t seq : {256, 512, 1024}) {
+    for (GemmShape g : {GemmShape{seq, seq, 64, 1}, GemmShape{seq, 64, seq, 1}}) {
+      const double s = seconds_per_call([&] { kernels.gemm(g); }, min_seconds / 4);
+      c.attention.push_back({"attention " + std::to_string(g.m) + "x" + std::to_string(g.n) + "x" + std::to_string(g.k),
+                             g.flops(), s, g.flops() / s});
+    }
+  }
+  for (const auto& g : c.gemm) c.gemm_best_flops = std::max(c.gemm_best_flops, g.rate);
+  c.gemm_median_flops = median_rate(c.gemm);
+  c.attention_median_flops = median_rate(c.attention);
+
+  // Memory: 256 MiB through the streaming buffers, well past the caches' reuse.
+  const double moved = 256.0 * (1 << 20);
+  c.stream_bytes_per_s = moved / seconds_per_call([&] { kernels.stream(moved); }, min_seconds);
+  c.copy_bytes_per_s = moved / seconds_per_call([&] { kernels.memcopy(moved); }, min_seconds);
+  const double params = 4e6;
+  c.adam_params_per_s = params / seconds_per_call([&] { kernels.adam(params); }, min_seconds);
+
+  // Collectives: an all-gather over every rank through the executor's own path, 1 KiB to 64 MiB.
+  Plan plan;
+  plan.programs.push_back({"calibration", {}});
+  plan.program_of_rank.assign(static_cast<std::size_t>(mpi.size), 0);
+  plan.group_of_rank.resize(static_cast<std::size_t>(mpi.size));
+  std::vector<int> all;
+  for (int r = 0; r < mpi.size; ++r) {
+    all.push_back(r);
+    plan.group_of_rank[static_cast<std::size_t>(r)]["dp"] = 0;
+  }
+  plan.groups["dp"] = {all};
+  MpiCollectives collectives(plan, mpi.rank);
+  const std::atomic<bool> never{false};
+  if (mpi.size > 1) {
+    for (double bytes = 1024; bytes <= 64.0 * (1 << 20); bytes *= 4) {
+      Op op;
+      op.kind = OpKind::collective;
+      op.collective = Collective::all_gather;
+      op.role = "dp";
+      op.bytes_total = bytes;
+      const double s = seconds_per_collective([&] { collectives.run(op, never); }, min_seconds / 4);
+      // nccl-tests' bus bandwidth for all-gather: algorithm bandwidth x (n - 1) / n.
+      const double bus = bytes / s * (mpi.size - 1) / mpi.size;
+      c.collectives.push_back({"all_gather " + std::to_string(static_cast<long>(bytes)) + " B", bytes, s, bus});
+    }
+    c.collective_bus_bytes_per_s = c.collectives.back().rate;
+    c.collective_step_latency_s = c.collectives.front().seconds / (mpi.size - 1);
+    // Correctness: an all-reduce of each rank's number must give their sum.
+    double value = mpi.rank + 1;
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+    if (value != mpi.size * (mpi.size + 1) / 2.0) ++c.wrong_results;
+  }
+  // What a rank ready to run holds: the process, its libraries, MPI, the kernels' workspace and the
+  // communicator's staging buffers.
+  std::int64_t resident = resident_bytes();
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &resident, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+  c.runtime_bytes = resident;
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &c.wrong_results, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+  return c;
+}
+
+}  // namespace memtwin::hw

@@ -1,0 +1,49 @@
+#pragma once
+// The host device's kernels: the plan's compute ops on the CPU, one core per rank.
+//   gemm, attention   OpenBLAS sgemm over the op's own shapes (GemmShape), repeated so that the
+//                     FLOPs executed equal the op's FLOPs (a backward runs its shapes twice)
+//   elementwise       a memory stream moving the op's bytes (read + write)
+//   cpu_optimizer     a real Adam update over the op's parameter count
+//   copy              memcpy of the op's bytes (host memory is both sides of a "PCIe" copy)
+// Operands live in a fixed workspace (the analogue of cuBLAS's workspace): GEMMs larger than it are
+// tiled, so the process's memory does not depend on the model and `memtwin calibrate` measures it
+// once as the runtime overhead. The calibration microbenchmarks call these same functions.
+#include <cstdint>
+#include <vector>
+
+#include "hw/device.h"
+
+namespace memtwin::hw {
+
+class HostKernels final : public DeviceKernels {
+ public:
+  HostKernels();
+  void compute(const Op& op) override;
+  void copy(const Op& op) override;
+
+  /// C[m,n] = A[m,k] B[k,n], `count` times (tiled over the workspace when needed).
+  void gemm(const GemmShape& shape);
+  /// Moves `bytes` through memory: half read, half written.
+  void stream(double bytes);
+  /// Copies `bytes` from one buffer to another.
+  void memcopy(double bytes);
+  /// One Adam step over `parameters` fp32 parameters (parameter, gradient, two moments).
+  void adam(double parameters);
+
+  /// The first output element of the last GEMM: with the workspace's constant operands it is
+  /// k x 0.01 x 0.01, which the calibration checks.
+  [[nodiscard]] float last_gemm_output() const { return last_output_ ? *last_output_ : 0.0f; }
+
+  /// Bytes the workspace holds (resident from construction).
+  [[nodiscard]] std::int64_t workspace_bytes() const;
+
+ private:
+  std::vector<float> operands_;  ///< A, B, C of a GEMM tile
+  std::vector<char> from_, to_;  ///< streaming buffers
+  const float* last_output_ = nullptr;
+};
+
+/// Single-threaded BLAS: one core per rank, as one GPU per rank.
+void use_one_blas_thread();
+
+}  // namespace memtwin::hw

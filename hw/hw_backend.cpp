@@ -1,0 +1,174 @@
+#include "hw/hw_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include "hw/caching_allocator.h"
+#include "hw/host/host_kernels.h"
+#include "hw/host/mpi_collectives.h"
+#include "hw/plan_executor.h"
+#include "hw/process_memory.h"
+#include "models/analytic/model_report.h"
+#include "models/plan/training_plan.h"
+
+namespace memtwin {
+namespace {
+
+// Host device memory: aligned, and written once so that it is resident (the OS would otherwise
+// count untouched pages as free, and the process's peak would not show them).
+hw::RawMemory host_memory() {
+  return {[](std::int64_t size) -> void* {
+            void* p = std::aligned_alloc(4096, static_cast<std::size_t>(size));
+            if (p) std::memset(p, 0, static_cast<std::size_t>(size));
+            return p;
+          },
+          [](void* p) { std::free(p); }};
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+class HwBackend final : public Backend {
+ public:
+  explicit HwBackend(HwOptions o) : options_(std::move(o)) {}
+  std::string name() const override { return "hw"; }
+  std::string summary() const override {
+    return "hardware: executes the plan on a device (--device host: CPU ranks under MPI) and measures it";
+  }
+
+  RunResult run(const Scenario& s) override {
+    if (options_.device == "cuda") {
+      throw Unsupported("--device cuda does not execute plans yet; on a GPU machine scripts/gpu-check.sh measures "
+                        "the device and the KV kernels, and --device host runs the predict-measure loop on CPUs");
+    }
+    if (options_.device != "host") throw Unsupported("unknown device '" + options_.device + "'; devices: " + kHwDevices);
+    if (!s.training) throw Unsupported("the hw backend executes training steps; serving runs on it are not built yet");
+    return run_training(s);
+  }
+
+ private:
+  RunResult run_training(const Scenario& s) {
+    const Plan plan = build_training_plan(s);
+    hw::MpiSession& mpi = hw::MpiSession::get();
+    if (mpi.size != plan.ranks()) {
+      throw Unsupported("the plan has " + std::to_string(plan.ranks()) + " ranks but " + std::to_string(mpi.size) +
+                        " processes were started; run `mpirun -np " + std::to_string(plan.ranks()) +
+                        " memtwin run ... --backend hw`, or `memtwin validate`, which starts them");
+    }
+    hw::use_one_blas_thread();
+    const Program& program = plan.programs[static_cast<std::size_t>(plan.program_of_rank[static_cast<std::size_t>(mpi.rank)])];
+    hw::HostKernels kernels;
+    hw::MpiCollectives collectives(plan, mpi.rank);
+    hw::CachingAllocator allocator(s.cluster.gpu.memory.count(), host_memory());
+    const std::int64_t baseline = hw::resident_bytes();  // the runtime: process, libraries, workspaces
+    hw::reset_peak_resident();
+
+    RunResult r;
+    r.backend = name();
+    r.primary = mpi.rank == 0;
+    std::vector<double> step_times;
+    hw::StepExecution last;
+    hw::CachingAllocator::Stats first_step{};
+    {
+      hw::PlanExecutor executor(program, kernels, collectives, allocator);
+      for (int step = 0; step <= options_.steps; ++step) {
+        hw::check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+        last = executor.run_step();
+        if (last.oom) return out_of_memory(s, plan, r, last, allocator, baseline, mpi);
+        double slowest = last.step_s;
+        hw::check_mpi(MPI_Allreduce(MPI_IN_PLACE, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+        if (step == 0) first_step = allocator.stats();
+        else step_times.push_back(slowest);
+      }
+    }
+    // Peaks over the ranks: the most loaded rank is the one that would run out first.
+    std::int64_t peaks[4] = {hw::peak_resident_bytes(), first_step.peak_allocated, first_step.peak_reserved, baseline};
+    hw::check_mpi(MPI_Allreduce(MPI_IN_PLACE, peaks, 4, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+
+    r.metrics["model"] = model_report(s);
+    nlohmann::ordered_json gpu;
+    gpu["peak_bytes"] = peaks[0];
+    gpu["capacity_bytes"] = s.cluster.gpu.memory.count();
+    gpu["fits"] = true;
+    gpu["allocated_peak_bytes"] = peaks[1];
+    gpu["reserved_peak_bytes"] = peaks[2];
+    gpu["runtime_bytes"] = peaks[3];
+    gpu["measured_by"] = "process peak resident set (VmHWM) of the busiest rank; allocated/reserved from the caching allocator";
+    r.metrics["memory"]["gpu"] = gpu;
+
+    const Training& t = *s.training;
+    const double step_s = median(step_times);
+    const double model_flops = model_flops_per_gpu_step(s);
+    const auto& peak = s.cluster.gpu.flops.count(t.precision) ? s.cluster.gpu.flops.at(t.precision)
+                                                               : s.cluster.gpu.flops.begin()->second;
+    nlohmann::ordered_json time;
+    time["step_s"] = step_s;
+    time["tokens_per_s"] = static_cast<double>(t.global_batch) * t.seq_len / step_s;
+    time["tflops_per_gpu"] = model_flops / step_s / 1e12;
+    time["mfu"] = model_flops / step_s / peak.value();
+    time["compute_s"] = last.compute_busy_s;
+    time["exposed_comm_s"] = std::max(0.0, last.step_s - last.compute_busy_s);
+    time["comm_busy_s"] = last.comm_busy_s;
+    time["step_samples_s"] = step_times;
+    r.metrics["time"] = time;
+    r.metrics["executed"] = {{"device", options_.device},
+                             {"ranks", plan.ranks()},
+                             {"steps", options_.steps},
+                             {"warmup_steps", 1},
+                             {"plan_hash", plan.hash_hex()},
+                             {"plan", plan.description}};
+    r.notes.push_back("measured on the host device: " + std::to_string(plan.ranks()) +
+                      " MPI rank(s), one OpenBLAS thread each; time is the median of " + std::to_string(options_.steps) +
+                      " steps after a warm-up step");
+    r.files["op_times.csv"] = op_times_csv(program, last);
+    return r;
+  }
+
+  static std::string op_times_csv(const Program& program, const hw::StepExecution& step) {
+    std::ostringstream csv;
+    csv.precision(9);
+    csv << "op,name,stream,start_s,end_s\n";
+    for (std::size_t i = 0; i < program.ops.size(); ++i) {
+      if (step.ops[i].start_s < 0) continue;
+      csv << i << "," << program.ops[i].name << "," << stream_name(program.ops[i].stream) << "," << step.ops[i].start_s
+          << "," << step.ops[i].end_s << "\n";
+    }
+    return csv.str();
+  }
+
+  // The rank that ran out reports it and stops the others, which would otherwise wait for it.
+  RunResult out_of_memory(const Scenario& s, const Plan& plan, RunResult& r, const hw::StepExecution& step,
+                          const hw::CachingAllocator& allocator, std::int64_t baseline, hw::MpiSession& mpi) {
+    const auto& o = *step.oom;
+    r.primary = true;
+    r.fits = false;
+    r.metrics["model"] = model_report(s);
+    r.metrics["memory"]["gpu"] = {{"peak_bytes", hw::peak_resident_bytes()},
+                                  {"capacity_bytes", s.cluster.gpu.memory.count()},
+                                  {"fits", false},
+                                  {"reserved_peak_bytes", allocator.stats().peak_reserved},
+                                  {"runtime_bytes", baseline},
+                                  {"out_of_memory", {{"rank", mpi.rank}, {"op", step.oom_op}, {"tensor", o.tensor},
+                                                     {"requested_bytes", o.requested},
+                                                     {"free_bytes", o.capacity - o.reserved},
+                                                     {"capacity_bytes", o.capacity}}}};
+    r.metrics["executed"] = {{"device", options_.device}, {"ranks", plan.ranks()}, {"plan_hash", plan.hash_hex()}};
+    r.notes.push_back(std::string("ran out of device memory at ") + step.oom_op + ": " + o.what());
+    r.abort_others = plan.ranks() > 1;
+    return r;
+  }
+
+  HwOptions options_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_hw_backend(const HwOptions& options) { return std::make_unique<HwBackend>(options); }
+
+}  // namespace memtwin

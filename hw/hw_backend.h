@@ -1,0 +1,26 @@
+#pragma once
+// The hardware backend (`memtwin run --backend hw`): executes the scenario's Plan, the same op
+// graph the simulator runs, on a real device, and reports the same result fields, measured.
+//   host   one MPI rank per plan rank on this machine's CPUs: OpenBLAS GEMMs, memory streams, MPI
+//          collectives, page-touched host memory through the caching allocator (hw/host/)
+//   cuda   not executable yet: Unsupported names what to run instead
+// A plan with several ranks runs under an MPI launcher with that many processes (`memtwin validate`
+// starts them itself); rank 0 reports, the other ranks print nothing.
+#include <memory>
+#include <string>
+
+#include "models/backend.h"
+
+namespace memtwin {
+
+struct HwOptions {
+  std::string device = "host";
+  int steps = 3;  ///< timed steps after one warm-up step; the median is reported
+};
+
+std::unique_ptr<Backend> make_hw_backend(const HwOptions& options);
+
+/// The device names `--device` accepts.
+inline const char* const kHwDevices = "host, cuda";
+
+}  // namespace memtwin
