@@ -1,53 +1,13 @@
 #pragma once
 // Serving on SimGrid: a router actor releases requests at their arrival times to replica actors;
-// each replica runs vLLM-style continuous batching — decodes first, then (chunked) prefills within
-// max_num_batched_tokens and max_num_seqs, paged KV blocks sized by the scenario's compressor with
-// a 1% free-block watermark on admission, preemption of the newest sequence (recompute, or swap to
-// host over PCIe) when the cache runs out — and sleeps each iteration's roofline time
-// (models/serving/iteration_cost.h). Requests are data inside the actors, not actors.
-#include <cstdint>
-#include <string>
-#include <vector>
-
+// each replica runs the shared continuous-batching scheduler (models/serving/batch_scheduler.h) and
+// sleeps each iteration's roofline time (models/serving/iteration_cost.h) plus its swap transfers
+// over PCIe. Requests are data inside the actors, not actors.
 #include "models/scenario.h"
+#include "models/serving/serving_run.h"
 
 namespace memtwin::sim {
 
-struct RequestRecord {
-  std::int64_t id = 0;
-  int replica = 0;
-  int prompt_tokens = 0, output_tokens = 0;
-  double arrival_s = 0, first_token_s = -1, finish_s = -1;
-  int preemptions = 0, swaps = 0;
-};
-
-struct ServingSimulation {
-  std::vector<RequestRecord> requests;  ///< in id order
-  std::vector<float> inter_token_s;     ///< every gap between consecutive output tokens (float: millions of them)
-  double makespan_s = 0;
-  double last_arrival_s = 0;
-  std::int64_t peak_blocks_used = 0;
-  std::int64_t capacity_blocks = 0;
-  std::int64_t preemptions = 0, swaps = 0, rejected = 0;
-  std::int64_t iterations = 0;
-  /// Replica 0 after each iteration: KV occupancy and the host-tier traffic so far.
-  struct KvSample {
-    double time_s = 0;
-    double utilization = 0;          ///< KV blocks used / capacity
-    double swap_out_bytes = 0;       ///< cumulative bytes swapped out to host memory
-    double swap_in_bytes = 0;        ///< cumulative bytes brought back
-  };
-  std::vector<KvSample> kv_timeline;
-  struct Iteration {
-    int replica = 0;
-    double start_s = 0, end_s = 0;
-    int decode = 0, prefill_tokens = 0;
-  };
-  std::vector<Iteration> iteration_log;  ///< the first kMaxLoggedIterations, for the trace
-  static constexpr std::size_t kMaxLoggedIterations = 200000;
-  double swap_bytes = 0;
-};
-
-ServingSimulation simulate_serving(const Scenario& scenario);
+ServingRun simulate_serving(const Scenario& scenario);
 
 }  // namespace memtwin::sim

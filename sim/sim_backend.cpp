@@ -10,7 +10,7 @@
 #include "models/plan/training_plan.h"
 #include "models/unit_parse.h"
 #include "models/memory/serving_memory.h"
-#include "sim/serving_report.h"
+#include "models/serving/serving_report.h"
 #include "sim/serving_simulation.h"
 #include "sim/step_simulation.h"
 #include "sim/trace_writer.h"
@@ -27,18 +27,18 @@ class SimBackend final : public Backend {
     add_serving_memory(r.metrics, r.notes, s, memory);
     r.fits = memory.fits;
     if (!memory.fits) return r;  // nothing to serve: the memory result says why
-    const sim::ServingSimulation run = sim::simulate_serving(s);
-    sim::add_serving_results(r.metrics, r.notes, s, run);
+    const ServingRun run = sim::simulate_serving(s);
+    add_serving_results(r.metrics, r.notes, s, run);
     r.metrics["simulated"] = {{"replicas", s.inference->serving.replicas}, {"iterations", run.iterations},
                               {"requests", static_cast<std::int64_t>(run.requests.size())}};
-    r.files["requests.csv"] = sim::requests_csv(run);
+    r.files["requests.csv"] = requests_csv(run);
     std::ostringstream kv;
     kv << "time_s,replica,kv_utilization,host_swap_out_bytes,host_swap_in_bytes\n";
     kv.precision(9);
     for (const auto& k : run.kv_timeline)
       kv << k.time_s << ",0," << k.utilization << "," << k.swap_out_bytes << "," << k.swap_in_bytes << "\n";
     r.files["kv_timeline.csv"] = kv.str();
-    r.files["trace.json"] = sim::serving_trace(run);
+    r.files["trace.json"] = serving_trace(run);
     return r;
   }
 

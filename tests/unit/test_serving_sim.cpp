@@ -211,5 +211,5 @@ TEST_CASE("settings the serving simulation does not model yet are named in the r
   CHECK_THAT(plain_notes, !Catch::Contains("not modelled") && !Catch::Contains("not generated"));
   CHECK_THAT(notes, Catch::Contains("inference.serving.prefix_caching: not modelled"));
   CHECK_THAT(notes, Catch::Contains("inference.workload.shared_prefix: not generated"));
-  CHECK_THAT(notes, Catch::Contains("inference.tiers: the simulation has no KV tier hierarchy"));
+  CHECK_THAT(notes, Catch::Contains("inference.tiers: no KV tier hierarchy is modelled yet"));
 }

@@ -1,0 +1,90 @@
+#pragma once
+// vLLM-style continuous batching for one replica, as plain logic that any clock can drive: the
+// simulator sleeps each iteration's roofline time in SimGrid, the hardware backend runs the
+// iteration's kernels and reads the wall clock. Both make the same decisions from the same code.
+//
+// Each iteration: decodes first (one token each), then prefills (running sequences mid-prompt, then
+// admissions from the waiting queue) within max_num_batched_tokens and max_num_seqs; paged KV
+// blocks sized by the scenario's compressor, with a 1% free-block watermark on admission; when a
+// decode needs a block and none is free, the newest running sequence is preempted (recompute, or
+// swap to host memory over PCIe), possibly the decoding one itself. A prompt that can never fit is
+// rejected.
+//
+// Contract: `schedule` then `complete` for each iteration, nothing else in between except
+// `enqueue` (arrivals); the Sequence pointers of an Iteration stay valid until `complete`.
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "models/kv/kv_compressor.h"
+#include "models/scenario.h"
+#include "models/serving/iteration_cost.h"
+#include "models/serving/request_stream.h"
+#include "models/serving/serving_run.h"
+
+namespace memtwin {
+
+struct Sequence {
+  std::size_t record = 0;  ///< index into the run's requests
+  int prompt = 0;          ///< tokens to prefill (prompt, plus generated ones after a recompute)
+  int prefilled = 0;
+  int generated = 0;
+  std::int64_t blocks = 0;
+  bool swapped = false;
+};
+
+/// One iteration's batch and what it costs besides compute.
+struct ScheduledIteration {
+  IterationLoad load;
+  std::vector<Sequence*> decoding;
+  std::vector<Sequence*> prefilling;
+  std::vector<int> chunks;          ///< prompt tokens each prefilling sequence computes
+  double swap_out_bytes = 0;        ///< KV moved to host memory before the iteration (preemption by swap)
+  double swap_in_bytes = 0;         ///< KV brought back
+};
+
+/// The run's request records for these requests, in order.
+ServingRun start_serving_run(const std::vector<Request>& requests);
+
+class BatchScheduler {
+ public:
+  BatchScheduler(int replica, const Scenario& scenario, const KvCompressor& kv, ServingRun& out,
+                 std::int64_t capacity_blocks, double block_bytes);
+
+  void enqueue(std::size_t record, int prompt);
+  [[nodiscard]] std::size_t outstanding() const { return waiting_.size() + running_.size(); }
+  [[nodiscard]] std::int64_t used_blocks() const { return used_; }
+  /// Sequences holding KV blocks now (swapped ones hold none).
+  [[nodiscard]] const std::deque<Sequence>& running() const { return running_; }
+
+  /// The next batch, or nothing when no sequence can run now (none outstanding, or none fits and
+  /// none is running to give way): wait for an arrival.
+  std::optional<ScheduledIteration> schedule();
+  /// The iteration ran from `started` to `now`: its tokens are produced and finished sequences leave.
+  void complete(const ScheduledIteration& iteration, double started, double now);
+
+  /// Called for each completed or rejected request (closed-loop workloads issue the next one).
+  std::function<void(std::size_t)> on_finish;
+
+ private:
+  std::int64_t blocks_for(const Sequence& q, int prefilled, int generated) const;
+  void grow(Sequence& q, std::int64_t blocks);
+  void preempt_newest(ScheduledIteration& it);
+  void token(Sequence& q, double now);
+  void finish_done(double now);
+
+  int index_;
+  const Scenario& s_;
+  const KvCompressor& kv_;
+  ServingRun& out_;
+  std::int64_t capacity_, used_ = 0;
+  double swapped_out_bytes_ = 0, swapped_in_bytes_ = 0;  // this replica's host-tier traffic so far
+  double block_bytes_;
+  std::deque<Sequence> waiting_;
+  std::deque<Sequence> running_;
+  std::vector<double> last_token_;  // by request record
+};
+
+}  // namespace memtwin

@@ -1,0 +1,45 @@
+#pragma once
+// What a serving run produced, request by request and iteration by iteration: filled in by the
+// simulator (sim/serving_simulation.h) and by the hardware backend's engine (hw/host), read by one
+// report (serving_report.h), so both give the same result fields by construction.
+#include <cstdint>
+#include <vector>
+
+namespace memtwin {
+
+struct RequestRecord {
+  std::int64_t id = 0;
+  int replica = 0;
+  int prompt_tokens = 0, output_tokens = 0;
+  double arrival_s = 0, first_token_s = -1, finish_s = -1;  ///< finish_s -2: rejected
+  int preemptions = 0, swaps = 0;
+};
+
+struct ServingRun {
+  std::vector<RequestRecord> requests;  ///< in id order
+  std::vector<float> inter_token_s;     ///< every gap between consecutive output tokens (float: millions of them)
+  double makespan_s = 0;
+  double last_arrival_s = 0;
+  std::int64_t peak_blocks_used = 0;
+  std::int64_t capacity_blocks = 0;
+  std::int64_t preemptions = 0, swaps = 0, rejected = 0;
+  std::int64_t iterations = 0;
+  /// Replica 0 after each iteration: KV occupancy and the host-tier traffic so far.
+  struct KvSample {
+    double time_s = 0;
+    double utilization = 0;          ///< KV blocks used / capacity
+    double swap_out_bytes = 0;       ///< cumulative bytes swapped out to host memory
+    double swap_in_bytes = 0;        ///< cumulative bytes brought back
+  };
+  std::vector<KvSample> kv_timeline;
+  struct Iteration {
+    int replica = 0;
+    double start_s = 0, end_s = 0;
+    int decode = 0, prefill_tokens = 0;
+  };
+  std::vector<Iteration> iteration_log;  ///< the first kMaxLoggedIterations, for the trace
+  static constexpr std::size_t kMaxLoggedIterations = 200000;
+  double swap_bytes = 0;
+};
+
+}  // namespace memtwin
