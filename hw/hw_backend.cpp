@@ -9,10 +9,15 @@
 
 #include "hw/caching_allocator.h"
 #include "hw/host/host_kernels.h"
+#include "hw/host/serving_engine.h"
 #include "hw/host/mpi_collectives.h"
 #include "hw/plan_executor.h"
 #include "hw/process_memory.h"
+#include "models/analytic/memory_report.h"
 #include "models/analytic/model_report.h"
+#include "models/memory/serving_memory.h"
+#include "models/serving/batch_scheduler.h"
+#include "models/serving/serving_report.h"
 #include "models/plan/training_plan.h"
 
 namespace memtwin {
@@ -48,11 +53,49 @@ class HwBackend final : public Backend {
                         "the device and the KV kernels, and --device host runs the predict-measure loop on CPUs");
     }
     if (options_.device != "host") throw Unsupported("unknown device '" + options_.device + "'; devices: " + kHwDevices);
-    if (!s.training) throw Unsupported("the hw backend executes training steps; serving runs on it are not built yet");
-    return run_training(s);
+    return s.training ? run_training(s) : run_serving(s);
   }
 
  private:
+  RunResult run_serving(const Scenario& s) {
+    RunResult r;
+    r.backend = name();
+    r.metrics["model"] = model_report(s);
+    const ServingMemory memory = serving_memory(s);
+    if (!memory.fits) {
+      // Nothing to serve: the engine would refuse to start, as vLLM does; the memory model says why.
+      add_serving_memory(r.metrics, r.notes, s, memory);
+      r.fits = false;
+      return r;
+    }
+    if (hw::MpiSession::get().size != 1) throw Unsupported("a serving run on the host device is one process; run it without mpirun");
+    const hw::HostServing served = hw::serve_on_host(s);
+    nlohmann::ordered_json gpu;
+    gpu["peak_bytes"] = served.peak_resident_bytes;
+    gpu["capacity_bytes"] = s.cluster.gpu.memory.count();
+    gpu["fits"] = true;
+    gpu["allocated_peak_bytes"] = served.allocator.peak_allocated;
+    gpu["reserved_peak_bytes"] = served.allocator.peak_reserved;
+    gpu["runtime_bytes"] = served.runtime_bytes;
+    gpu["weights_bytes"] = served.weights_bytes;
+    gpu["kv_pool_bytes"] = served.kv_pool_bytes;
+    gpu["measured_by"] = "process peak resident set (VmHWM); allocated/reserved from the caching allocator";
+    r.metrics["memory"]["gpu"] = gpu;
+    r.metrics["memory"]["kv_cache"] = {{"capacity_blocks", memory.capacity_blocks}, {"block_bytes", memory.block_bytes.count()}};
+    add_serving_results(r.metrics, r.notes, s, served.run);
+    r.metrics["executed"] = {{"device", options_.device},
+                             {"replicas", 1},
+                             {"iterations", served.run.iterations},
+                             {"requests", static_cast<std::int64_t>(served.run.requests.size())},
+                             {"plan_hash", serving_plan_hash(s, generate_requests(*s.inference, s.seed), memory.capacity_blocks,
+                                                             memory.block_bytes.as_double())}};
+    r.notes.push_back("measured on the host device: one process, one core; requests released at their arrival times on the "
+                      "wall clock");
+    r.files["requests.csv"] = requests_csv(served.run);
+    r.files["trace.json"] = serving_trace(served.run);
+    return r;
+  }
+
   RunResult run_training(const Scenario& s) {
     const Plan plan = build_training_plan(s);
     hw::MpiSession& mpi = hw::MpiSession::get();
@@ -61,7 +104,7 @@ class HwBackend final : public Backend {
                         " processes were started; run `mpirun -np " + std::to_string(plan.ranks()) +
                         " memtwin run ... --backend hw`, or `memtwin validate`, which starts them");
     }
-    hw::use_one_blas_thread();
+    hw::use_one_core();
     const Program& program = plan.programs[static_cast<std::size_t>(plan.program_of_rank[static_cast<std::size_t>(mpi.rank)])];
     hw::HostKernels kernels;
     hw::MpiCollectives collectives(plan, mpi.rank);

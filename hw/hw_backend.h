@@ -1,8 +1,10 @@
 #pragma once
 // The hardware backend (`memtwin run --backend hw`): executes the scenario's Plan, the same op
 // graph the simulator runs, on a real device, and reports the same result fields, measured.
-//   host   one MPI rank per plan rank on this machine's CPUs: OpenBLAS GEMMs, memory streams, MPI
-//          collectives, page-touched host memory through the caching allocator (hw/host/)
+//   host   training: one MPI rank per plan rank on this machine's CPUs: OpenBLAS GEMMs, memory
+//          streams, MPI collectives, page-touched host memory through the caching allocator;
+//          serving: one process running the shared scheduler over a real model and paged KV cache
+//          (hw/host/serving_engine.h)
 //   cuda   not executable yet: Unsupported names what to run instead
 // A plan with several ranks runs under an MPI launcher with that many processes (`memtwin validate`
 // starts them itself); rank 0 reports, the other ranks print nothing.

@@ -85,8 +85,9 @@ inline constexpr EnumNames<Preemption, 2> kPreemptionNames{{"recompute", "swap"}
 enum class Router { round_robin, least_outstanding, least_kv };
 inline constexpr EnumNames<Router, 3> kRouterNames{{"round_robin", "least_outstanding", "least_kv"}};
 
-enum class WeightDtype { bf16, fp16, fp8, int8, awq_int4 };
-inline constexpr EnumNames<WeightDtype, 5> kWeightDtypeNames{{"bf16", "fp16", "fp8", "int8", "awq_int4"}};
+/// fp32: unquantised single precision, as the host device computes (OpenBLAS sgemm).
+enum class WeightDtype { bf16, fp16, fp8, int8, awq_int4, fp32 };
+inline constexpr EnumNames<WeightDtype, 6> kWeightDtypeNames{{"bf16", "fp16", "fp8", "int8", "awq_int4", "fp32"}};
 
 enum class KvDtype { bf16, fp16, fp8 };
 inline constexpr EnumNames<KvDtype, 3> kKvDtypeNames{{"bf16", "fp16", "fp8"}};

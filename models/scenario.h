@@ -67,6 +67,9 @@ struct Efficiency {
   double gemm = 0.81;
   double attention = 0.6;
   double memory = 0.89;
+  /// Memory-bound GEMMs (a decode batch's few rows against the weights): some BLAS libraries pack
+  /// the weights first and reach less of the bandwidth than a stream does. Unset: `memory`.
+  double gemm_memory = 0.89;
 };
 
 struct Cluster {

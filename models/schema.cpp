@@ -119,6 +119,9 @@ void declare_cluster(Table& t) {
   t.add("cluster.efficiency.memory", K::number, "0.89",
         "achieved fraction of peak HBM bandwidth in memory-bound kernels (measured: device copy on an H200)")
       .above(0).at_most(1);
+  t.add("cluster.efficiency.gemm_memory", K::number, none,
+        "achieved fraction of peak memory bandwidth when a GEMM is memory-bound (decode: weights read by a few rows)")
+      .above(0).at_most(1).derived("efficiency.memory");
   t.add("cluster.calibration", K::path, none, "calibration table written by `memtwin calibrate`");
   t.add("cluster.price_per_gpu_hour", K::number, none, "USD per GPU-hour for planning").at_least(0)
       .derived("the GPU preset's price");

@@ -10,6 +10,7 @@
 #include "models/plan/training_plan.h"
 #include "models/unit_parse.h"
 #include "models/memory/serving_memory.h"
+#include "models/serving/batch_scheduler.h"
 #include "models/serving/serving_report.h"
 #include "sim/serving_simulation.h"
 #include "sim/step_simulation.h"
@@ -30,7 +31,9 @@ class SimBackend final : public Backend {
     const ServingRun run = sim::simulate_serving(s);
     add_serving_results(r.metrics, r.notes, s, run);
     r.metrics["simulated"] = {{"replicas", s.inference->serving.replicas}, {"iterations", run.iterations},
-                              {"requests", static_cast<std::int64_t>(run.requests.size())}};
+                              {"requests", static_cast<std::int64_t>(run.requests.size())},
+                              {"plan_hash", serving_plan_hash(s, generate_requests(*s.inference, s.seed),
+                                                              memory.capacity_blocks, memory.block_bytes.as_double())}};
     r.files["requests.csv"] = requests_csv(run);
     std::ostringstream kv;
     kv << "time_s,replica,kv_utilization,host_swap_out_bytes,host_swap_in_bytes\n";

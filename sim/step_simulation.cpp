@@ -142,7 +142,8 @@ class Simulation {
                               : op.compute_class == ComputeClass::attention ? c.efficiency.attention
                                                                             : c.efficiency.gemm;
     const double math = op.flops / (peak_flops_ * efficiency);
-    const double memory = op.bytes / (c.gpu.hbm_bandwidth.value() * c.efficiency.memory);
+    const double memory = op.bytes / (c.gpu.hbm_bandwidth.value() *
+                                      (op.compute_class == ComputeClass::gemm ? c.efficiency.gemm_memory : c.efficiency.memory));
     return std::max(math, memory);
   }
 

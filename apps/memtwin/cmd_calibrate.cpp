@@ -40,7 +40,9 @@ std::string calibration_yaml(const hw::HostCalibration& c, double min_seconds) {
     << "  gemm: " << number("%.3f", c.gemm_median_flops / c.gemm_best_flops) << "   # median sgemm rate / best\n"
     << "  attention: " << number("%.3f", std::min(1.0, c.attention_median_flops / c.gemm_best_flops))
     << "   # median rate of per-head score and value products / best sgemm\n"
-    << "  memory: 1   # hbm_bandwidth above is the measured rate itself\n"
+    << "  memory: 1   # hbm_bandwidth above is the measured streaming rate itself\n"
+    << "  gemm_memory: " << number("%.3f", std::min(1.0, c.weight_streaming_bytes_per_s / c.stream_bytes_per_s))
+    << "   # memory-bound GEMMs (batch 1-8) read weights at this fraction of it (OpenBLAS packs them)\n"
     << "host:\n"
     << "  pcie_bandwidth: " << number("%.4g", c.copy_bytes_per_s / 1e9) << "GB/s   # a host-device \"PCIe\" copy is a memcpy\n"
     << "  cpu_adam_params_per_s: " << number("%.4g", c.adam_params_per_s * c.ranks) << "   # per node: per-rank Adam rate x ranks\n";
@@ -64,6 +66,7 @@ std::string calibration_yaml(const hw::HostCalibration& c, double min_seconds) {
   };
   samples("", c.gemm, 1e9, "GFLOP/s");
   samples("", c.attention, 1e9, "GFLOP/s");
+  samples("weights", c.weight_streaming, 1e9, "GB/s");
   samples("", c.collectives, 1e9, "GB/s bus");
   y << "# correctness: " << c.wrong_results << " wrong result(s)\n";
   return y.str();
@@ -115,7 +118,8 @@ int cmd_calibrate(const Args& args) {
             << number("%.1f", c.gemm_median_flops / 1e9) << "; attention median " << number("%.1f", c.attention_median_flops / 1e9)
             << " GFLOP/s\n"
             << "  memory stream " << number("%.2f", c.stream_bytes_per_s / 1e9) << " GB/s, copy "
-            << number("%.2f", c.copy_bytes_per_s / 1e9) << " GB/s; Adam " << number("%.3g", c.adam_params_per_s)
+            << number("%.2f", c.copy_bytes_per_s / 1e9) << " GB/s, weights read by batch-1..8 GEMMs "
+            << number("%.2f", c.weight_streaming_bytes_per_s / 1e9) << " GB/s; Adam " << number("%.3g", c.adam_params_per_s)
             << " params/s per rank\n";
   if (c.ranks > 1) {
     std::cout << "  all-gather bus bandwidth " << number("%.2f", c.collective_bus_bytes_per_s / 1e9) << " GB/s, "

@@ -64,8 +64,8 @@ int cmd_validate(const Args& args) {
   if (steps < 1) throw UsageError("--steps must be at least 1");
 
   const LoadedScenario loaded = load_scenario_file(path, overrides);
-  if (!loaded.scenario.training) throw UsageError("memtwin validate checks training scenarios; serving is not executed on devices yet");
-  const int ranks = build_training_plan(loaded.scenario).ranks();
+  // A training step runs one process per plan rank; a serving run one process per replica.
+  const int ranks = loaded.scenario.training ? build_training_plan(loaded.scenario).ranks() : loaded.scenario.inference->serving.replicas;
 
   // Prediction here; measurement in `ranks` processes of `memtwin run --backend hw`.
   const RunResult predicted_run = make_backend("sim")->run(loaded.scenario);

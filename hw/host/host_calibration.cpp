@@ -7,6 +7,8 @@
 #include <cmath>
 #include <fstream>
 
+#include <cblas.h>
+
 #include "hw/host/host_kernels.h"
 #include "hw/host/mpi_collectives.h"
 #include "hw/process_memory.h"
@@ -77,7 +79,7 @@ std::string cpu_model() {
 
 HostCalibration calibrate_host(double min_seconds) {
   MpiSession& mpi = MpiSession::get();
-  use_one_blas_thread();
+  use_one_core();
   HostCalibration c;
   c.ranks = mpi.size;
   c.cpu = cpu_model();
@@ -105,6 +107,27 @@ HostCalibration calibrate_host(double min_seconds) {
   for (const auto& g : c.gemm) c.gemm_best_flops = std::max(c.gemm_best_flops, g.rate);
   c.gemm_median_flops = median_rate(c.gemm);
   c.attention_median_flops = median_rate(c.attention);
+
+  // Memory-bound GEMMs, as a decode iteration runs them: a few rows against weight matrices of
+  // transformer shapes, cycling through enough copies (256 MiB) that the weights come from DRAM.
+  for (auto [k, n] : {std::pair<int, int>{512, 1536}, {512, 2816}, {1408, 512}, {512, 8192}, {2048, 2048}}) {
+    const std::size_t matrix = static_cast<std::size_t>(k) * n;
+    const std::size_t copies = std::max<std::size_t>(2, (std::size_t{256} << 20) / (matrix * sizeof(float)));
+    std::vector<float> weights(matrix * copies, 0.01f), rows(8 * static_cast<std::size_t>(k), 0.01f), out(8 * static_cast<std::size_t>(n));
+    for (int m : {1, 4, 8}) {
+      std::size_t next = 0;
+      const double s = seconds_per_call(
+          [&] {
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, rows.data(), k,
+                        weights.data() + (next++ % copies) * matrix, n, 0.0f, out.data(), n);
+          },
+          min_seconds / 8);
+      const double bytes = static_cast<double>(matrix) * sizeof(float);
+      c.weight_streaming.push_back({"gemm " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k), bytes, s,
+                                    bytes / s});
+    }
+  }
+  c.weight_streaming_bytes_per_s = median_rate(c.weight_streaming);
 
   // Memory: 256 MiB through the streaming buffers, well past the caches' reuse.
   const double moved = 256.0 * (1 << 20);

@@ -23,6 +23,8 @@ struct HostCalibration {
   std::vector<RateSample> gemm, attention, collectives;
   double gemm_best_flops = 0, gemm_median_flops = 0;
   double attention_median_flops = 0;
+  std::vector<RateSample> weight_streaming;  ///< batch-1..8 GEMMs: weight bytes read per second
+  double weight_streaming_bytes_per_s = 0;   ///< their median
   double stream_bytes_per_s = 0;    ///< read + write traffic
   double copy_bytes_per_s = 0;      ///< bytes copied per second
   double adam_params_per_s = 0;     ///< per rank

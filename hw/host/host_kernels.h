@@ -43,7 +43,7 @@ class HostKernels final : public DeviceKernels {
   const float* last_output_ = nullptr;
 };
 
-/// Single-threaded BLAS: one core per rank, as one GPU per rank.
-void use_one_blas_thread();
+/// One core per rank, as one GPU per rank: single-threaded BLAS and OpenMP.
+void use_one_core();
 
 }  // namespace memtwin::hw

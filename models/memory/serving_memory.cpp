@@ -25,6 +25,9 @@ double mean_length(const LengthDistribution& d, double fallback) {
   return fallback;
 }
 
+// Bytes of the unquantised tensors (embeddings, norms, activations): 16-bit, or 32 for fp32 models.
+double dense_element_bytes(WeightDtype dtype) { return dtype == WeightDtype::fp32 ? 4 : 2; }
+
 // Weights of the heaviest pipeline stage on one tensor rank.
 double weight_bytes(const Scenario& s) {
   const ModelSpec& m = s.model;
@@ -41,16 +44,17 @@ double weight_bytes(const Scenario& s) {
     double e = 0;
     for (const auto& w : block_matrices(m)) e += w.elements();
     return e;
-  }()) / tp;  // biases, norms, router: 16-bit
-  const double embedding = (c.embedding + c.position) / tp * 2;
-  const double head = (m.tied_embeddings ? c.embedding : c.lm_head) / tp * 2 + c.final_norm * 2;
-  const double blocks = stage_layers * (linear + other_per_block * 2);
+  }()) / tp;  // biases, norms, router: 16-bit (fp32 when the model runs in fp32)
+  const double dense = dense_element_bytes(inf.weight_dtype);
+  const double embedding = (c.embedding + c.position) / tp * dense;
+  const double head = (m.tied_embeddings ? c.embedding : c.lm_head) / tp * dense + c.final_norm * dense;
+  const double blocks = stage_layers * (linear + other_per_block * dense);
   return blocks + (pp == 1 ? embedding + head : std::max(embedding, head));
 }
 
 // Peak of vLLM's profiling forward pass with max_num_batched_tokens tokens: the residual stream
 // and normed input, the larger of the attention and MLP intermediates, and the sampler's logits
-// for max_num_seqs sequences (16-bit and fp32).
+// for max_num_seqs sequences (in the model's precision and fp32).
 double profile_activation_bytes(const Scenario& s) {
   const ModelSpec& m = s.model;
   const ServingSpec& sv = s.inference->serving;
@@ -62,8 +66,9 @@ double profile_activation_bytes(const Scenario& s) {
   const double inner = m.intermediate * static_cast<double>(m.experts_per_token) / tp;
   const double attention = q + 2 * kv + q;
   const double mlp = gated ? 3 * inner : 2 * inner;
-  const double per_token = 2.0 * (2 * m.hidden + std::max(attention, mlp));
-  const double logits = static_cast<double>(std::min(sv.max_num_seqs, sv.max_num_batched_tokens)) * m.vocab * (2 + 4);
+  const double element = dense_element_bytes(s.inference->weight_dtype);
+  const double per_token = element * (2 * m.hidden + std::max(attention, mlp));
+  const double logits = static_cast<double>(std::min(sv.max_num_seqs, sv.max_num_batched_tokens)) * m.vocab * (element + 4);
   return tokens * per_token + logits;
 }
 
@@ -73,6 +78,7 @@ double linear_weight_bytes(WeightDtype dtype, int group_size, double in_features
   switch (dtype) {
     case WeightDtype::bf16:
     case WeightDtype::fp16: return 2;
+    case WeightDtype::fp32: return 4;
     case WeightDtype::fp8: return 1;                           // per-tensor scale: negligible
     case WeightDtype::int8: return 1 + 4.0 / in_features;      // fp32 scale per output channel
     case WeightDtype::awq_int4: return 0.5 + 2.5 / group_size; // qweight + qzeros + fp16 scales

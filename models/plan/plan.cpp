@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "models/hash.h"
+
 namespace memtwin {
 
 const char* stream_name(Stream s) {
@@ -28,25 +30,9 @@ const char* collective_name(Collective c) {
   return "?";
 }
 
-namespace {
-struct Fnv {
-  std::uint64_t h = 1469598103934665603ULL;
-  void add(const void* data, std::size_t n) {
-    const auto* p = static_cast<const unsigned char*>(data);
-    for (std::size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ULL;
-  }
-  void add(const std::string& s) { add(s.data(), s.size() + 1); }
-  void add(double d) {
-    char buf[32];
-    int n = std::snprintf(buf, sizeof buf, "%.17g", d);
-    add(buf, static_cast<std::size_t>(n));
-  }
-  void add(std::int64_t v) { add(&v, sizeof v); }
-};
-}  // namespace
 
 std::uint64_t Plan::hash() const {
-  Fnv f;
+  Fnv1a f;
   for (const auto& p : programs) {
     f.add(p.name);
     for (const auto& op : p.ops) {
@@ -78,7 +64,7 @@ std::uint64_t Plan::hash() const {
       for (int r : g) f.add(static_cast<std::int64_t>(r));
   }
   f.add(persistent_bytes.count());
-  return f.h;
+  return f.value();
 }
 
 std::string Plan::hash_hex() const {

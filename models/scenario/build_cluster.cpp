@@ -71,6 +71,8 @@ Cluster build_cluster(const ParamValues& v) {
   c.efficiency.gemm = v.number("cluster.efficiency.gemm");
   c.efficiency.attention = v.number("cluster.efficiency.attention");
   c.efficiency.memory = v.number("cluster.efficiency.memory");
+  c.efficiency.gemm_memory =
+      v.given("cluster.efficiency.gemm_memory") ? v.number("cluster.efficiency.gemm_memory") : c.efficiency.memory;
   if (v.given("cluster.calibration")) {
     c.calibration = v.text("cluster.calibration");
     apply_calibration(*c.calibration, v, c);

@@ -60,6 +60,7 @@ void apply_calibration(const std::string& path, const ParamValues& scenario, Clu
       {"efficiency.gemm", {"cluster.efficiency.gemm", fraction(c.efficiency.gemm)}},
       {"efficiency.attention", {"cluster.efficiency.attention", fraction(c.efficiency.attention)}},
       {"efficiency.memory", {"cluster.efficiency.memory", fraction(c.efficiency.memory)}},
+      {"efficiency.gemm_memory", {"cluster.efficiency.gemm_memory", fraction(c.efficiency.gemm_memory)}},
       {"runtime.cuda_context", {"cluster.runtime.cuda_context", bytes(c.runtime.cuda_context)}},
       {"runtime.nccl_buffers", {"cluster.runtime.nccl_buffers", bytes(c.runtime.nccl_buffers)}},
       {"runtime.framework_overhead", {"cluster.runtime.framework_overhead", bytes(c.runtime.framework_overhead)}},

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "models/hash.h"
+
 namespace memtwin {
 
 ServingRun start_serving_run(const std::vector<Request>& requests) {
@@ -16,6 +18,24 @@ ServingRun start_serving_run(const std::vector<Request>& requests) {
     r.arrival_s = requests[i].arrival_s;
   }
   return run;
+}
+
+std::string serving_plan_hash(const Scenario& s, const std::vector<Request>& requests, std::int64_t capacity_blocks,
+                              double block_bytes) {
+  const ServingSpec& sv = s.inference->serving;
+  Fnv1a f;
+  for (const auto& r : requests) {
+    f.add(r.id);
+    f.add(r.arrival_s);
+    f.add(static_cast<std::int64_t>(r.prompt_tokens));
+    f.add(static_cast<std::int64_t>(r.output_tokens));
+  }
+  for (std::int64_t v : {capacity_blocks, std::int64_t{sv.replicas}, std::int64_t{sv.max_num_seqs},
+                         std::int64_t{sv.max_num_batched_tokens}, std::int64_t{sv.block_size}, std::int64_t{sv.chunked_prefill},
+                         static_cast<std::int64_t>(sv.preemption), static_cast<std::int64_t>(s.inference->kv_cache.compression.method)})
+    f.add(v);
+  f.add(block_bytes);
+  return f.hex();
 }
 
 BatchScheduler::BatchScheduler(int replica, const Scenario& s, const KvCompressor& kv, ServingRun& out,

@@ -48,6 +48,12 @@ struct ScheduledIteration {
 /// The run's request records for these requests, in order.
 ServingRun start_serving_run(const std::vector<Request>& requests);
 
+/// What a serving run executes, as 16 hex digits: the request stream, the KV geometry and the
+/// scheduler's limits. A simulated and a measured run of the same scenario share it (the
+/// training Plan's hash plays this part for steps).
+std::string serving_plan_hash(const Scenario& scenario, const std::vector<Request>& requests, std::int64_t capacity_blocks,
+                              double block_bytes);
+
 class BatchScheduler {
  public:
   BatchScheduler(int replica, const Scenario& scenario, const KvCompressor& kv, ServingRun& out,

@@ -11,11 +11,21 @@ namespace memtwin {
 IterationModel::IterationModel(const Scenario& s) : s_(s) {
   const Inference& inf = *s.inference;
   const ServingMemory memory = serving_memory(s);
-  weight_bytes_ = memory.weights.as_double();
+  // Every weight is read once per iteration except the embedding tables, of which a lookup reads
+  // only the batch's rows (a tied table is read whole as the output head). With pipeline stages
+  // the heaviest stage's weights are counted whole.
+  const ParameterCount count = count_parameters(s.model);
+  const double untouched =
+      inf.serving.pipeline_parallel > 1 ? 0.0 : (s.model.tied_embeddings ? 0.0 : count.embedding) + count.position;
+  const double per_parameter = inf.weight_dtype == WeightDtype::fp32 ? 4.0 : 2.0;  // embeddings stay unquantised
+  weight_bytes_ = memory.weights.as_double() - untouched / inf.serving.tensor_parallel * per_parameter;
   matmul_params_ = matmul_parameters_per_token(s.model);
   attention_width_ = static_cast<double>(s.model.layers) * s.model.heads * s.model.head_dim;
   const auto& flops = s.cluster.gpu.flops;
-  const Precision compute = flops.count(Precision::bf16) ? Precision::bf16 : flops.begin()->first;
+  // The weights' precision computes (fp32 models on fp32 units), else bf16 tensor cores.
+  const Precision compute = inf.weight_dtype == WeightDtype::fp32 && flops.count(Precision::fp32) ? Precision::fp32
+                            : flops.count(Precision::bf16)                                       ? Precision::bf16
+                                                                                                  : flops.begin()->first;
   peak_flops_ = flops.at(compute).value();
   fp32_flops_ = flops.count(Precision::fp32) ? flops.at(Precision::fp32).value() : peak_flops_ / 8;
   hbm_ = s.cluster.gpu.hbm_bandwidth.value();
@@ -45,8 +55,9 @@ double IterationModel::seconds(const IterationLoad& load) const {
   const double kv_elements = load.kv_bytes_read / 2 / tp_;  // element count at 16-bit equivalence
   const double compute = gemm_flops / (peak_flops_ * eff.gemm) + attention_flops / (peak_flops_ * eff.attention) +
                          dequant_ops_per_element_ * kv_elements / (fp32_flops_ * eff.gemm);
-  const double bytes = weight_bytes_ + load.kv_bytes_read / tp_ + load.prefill_tokens * token_bytes_full_ / tp_;
-  const double memory = bytes / (hbm_ * eff.memory);
+  // The GEMMs read the weights; attention reads the cached KV and prefill writes the new tokens'.
+  const double kv_bytes = load.kv_bytes_read / tp_ + load.prefill_tokens * token_bytes_full_ / tp_;
+  const double memory = weight_bytes_ / (hbm_ * eff.gemm_memory) + kv_bytes / (hbm_ * eff.memory);
   double comm = 0;
   if (tp_ > 1) {
     // Two ring all-reduces of the hidden states per layer over the intra-node links.
