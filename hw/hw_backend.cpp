@@ -61,6 +61,7 @@ class HwBackend final : public Backend {
     RunResult r;
     r.backend = name();
     r.metrics["model"] = model_report(s);
+    hw::require_host_serving_support(s);
     const ServingMemory memory = serving_memory(s);
     if (!memory.fits) {
       // Nothing to serve: the engine would refuse to start, as vLLM does; the memory model says why.

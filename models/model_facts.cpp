@@ -49,6 +49,16 @@ double matmul_parameters_per_token(const ModelSpec& m) {
   return m.layers * (attention + mlp) + static_cast<double>(m.vocab) * h;  // the output head is always a matmul
 }
 
+double block_elementwise_elements_per_token(const ModelSpec& m, int tensor_parallel, bool training) {
+  const double tp = tensor_parallel;
+  const double q_width = static_cast<double>(m.heads) * m.head_dim / tp;
+  const double kv_width = static_cast<double>(m.kv_heads) * m.head_dim / tp;
+  const bool gated = m.mlp == MlpKind::swiglu || m.mlp == MlpKind::geglu;
+  const double inner = static_cast<double>(m.intermediate) * m.experts_per_token / tp;
+  return 4.0 * m.hidden + 6.0 * m.hidden + 2 * (q_width + kv_width) + (gated ? 3 * inner : 2 * inner) +
+         (training && m.dropout ? 4.0 * m.hidden : 0.0);
+}
+
 Flops forward_flops_per_token(const ModelSpec& m, int context) {
   double flops = 2 * matmul_parameters_per_token(m);
   if (m.architecture_known) flops += 4.0 * m.layers * context * static_cast<double>(m.heads) * m.head_dim;

@@ -27,6 +27,12 @@ ParameterCount count_parameters(const ModelSpec& model);
 /// active MLP experts, output head). Embedding lookups, norms and biases are not matmuls.
 double matmul_parameters_per_token(const ModelSpec& model);
 
+/// Elements the memory-bound kernels of one block move per token, read plus written: two norms
+/// (h in, h out), two residual adds (2h in, h out), rotary on q and k, the gated activation (2I in,
+/// I out) or GeLU (I in, I out), and dropout where the model uses it (training only). Tensor
+/// parallelism splits the heads and the MLP.
+double block_elementwise_elements_per_token(const ModelSpec& model, int tensor_parallel, bool training);
+
 /// Forward FLOPs for one token attending over `context` tokens: 2 per matmul weight plus
 /// 4 x layers x context x heads x head_dim for QK^T and AV (Korthikanti et al. eq. 7 per token,
 /// without the causal halving, as in that paper). Training is 3x this without recompute.

@@ -70,6 +70,12 @@ struct Efficiency {
   /// Memory-bound GEMMs (a decode batch's few rows against the weights): some BLAS libraries pack
   /// the weights first and reach less of the bandwidth than a stream does. Unset: `memory`.
   double gemm_memory = 0.89;
+  /// GEMM efficiency by the number of rows (tokens) multiplied, measured by `memtwin calibrate`:
+  /// small batches reach less of the peak. Empty: `gemm` for every shape.
+  std::map<int, double> gemm_by_rows;
+  /// The GEMM efficiency for `rows` rows: interpolated in log2(rows) between measured points,
+  /// the end points beyond them; `gemm` when there is no table.
+  [[nodiscard]] double gemm_at(double rows) const;
 };
 
 struct Cluster {
@@ -82,6 +88,14 @@ struct Cluster {
   std::optional<NvmeSpec> nvme;
   RuntimeOverheads runtime;
   Efficiency efficiency;
+  /// Measured decode-attention kernel throughput by KV format ("fp16", "int4", ...): cached K and
+  /// V elements per second per GPU. Formats without a figure use the roofline.
+  std::map<std::string, double> decode_attention_elements_per_s;
+  /// The same measured at several working sets (bytes of cached KV the batch reads -> rate), from
+  /// a calibration file: caches make small batches faster. Preferred over the single figure.
+  std::map<std::string, std::map<double, double>> decode_attention_by_bytes;
+  /// Measured paged-cache writes of new tokens' K and V by KV format, elements per second per GPU.
+  std::map<std::string, double> kv_write_elements_per_s;
   std::optional<std::string> calibration;  ///< path to a calibration YAML
   std::optional<double> price_per_gpu_hour;
   [[nodiscard]] int total_gpus() const { return nodes * gpus_per_node; }

@@ -122,6 +122,16 @@ void declare_cluster(Table& t) {
   t.add("cluster.efficiency.gemm_memory", K::number, none,
         "achieved fraction of peak memory bandwidth when a GEMM is memory-bound (decode: weights read by a few rows)")
       .above(0).at_most(1).derived("efficiency.memory");
+  for (const char* format : {"fp16", "int8", "int4", "int2"}) {
+    t.add(std::string("cluster.kernels.decode_attention.") + format, K::number, none,
+          std::string("measured decode-attention kernel throughput over a ") + format +
+              " KV cache: cached K and V elements per second per GPU (memtwin calibrate)")
+        .above(0).derived("the roofline of cached bytes and dequantisation");
+    t.add(std::string("cluster.kernels.kv_write.") + format, K::number, none,
+          std::string("measured paged-cache write (quantise and scatter) throughput into a ") + format +
+              " KV cache: K and V elements per second per GPU (memtwin calibrate)")
+        .above(0).derived("the roofline of the written bytes");
+  }
   t.add("cluster.calibration", K::path, none, "calibration table written by `memtwin calibrate`");
   t.add("cluster.price_per_gpu_hour", K::number, none, "USD per GPU-hour for planning").at_least(0)
       .derived("the GPU preset's price");

@@ -138,7 +138,9 @@ class Simulation {
     if (op.compute_class == ComputeClass::cpu_optimizer) {
       return op.flops / (c.host.cpu_adam_params_per_s / c.gpus_per_node);
     }
-    const double efficiency = op.compute_class == ComputeClass::gemm        ? c.efficiency.gemm
+    // A GEMM's efficiency depends on its rows (the tokens it multiplies) where calibrated.
+    const double rows = op.gemms.empty() ? 0 : static_cast<double>(op.gemms.front().m);
+    const double efficiency = op.compute_class == ComputeClass::gemm        ? (rows > 0 ? c.efficiency.gemm_at(rows) : c.efficiency.gemm)
                               : op.compute_class == ComputeClass::attention ? c.efficiency.attention
                                                                             : c.efficiency.gemm;
     const double math = op.flops / (peak_flops_ * efficiency);

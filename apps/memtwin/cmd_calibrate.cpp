@@ -38,6 +38,9 @@ std::string calibration_yaml(const hw::HostCalibration& c, double min_seconds) {
     << "  hbm_bandwidth: " << number("%.4g", c.stream_bytes_per_s / 1e9) << "GB/s   # streaming traffic (read + write) per rank\n"
     << "efficiency:\n"
     << "  gemm: " << number("%.3f", c.gemm_median_flops / c.gemm_best_flops) << "   # median sgemm rate / best\n"
+    << "  gemm_by_rows:   # median sgemm rate / best, by the rows (tokens) multiplied\n";
+  for (const auto& [rows, rate] : c.gemm_median_by_rows) y << "    " << rows << ": " << number("%.3f", rate / c.gemm_best_flops) << "\n";
+  y
     << "  attention: " << number("%.3f", std::min(1.0, c.attention_median_flops / c.gemm_best_flops))
     << "   # median rate of per-head score and value products / best sgemm\n"
     << "  memory: 1   # hbm_bandwidth above is the measured streaming rate itself\n"
@@ -52,6 +55,15 @@ std::string calibration_yaml(const hw::HostCalibration& c, double min_seconds) {
       << "GB/s   # MPI all-gather bus bandwidth (nccl-tests' busbw) at the largest size\n"
       << "  latency: " << number("%.4g", c.collective_step_latency_s * 1e6) << "us   # per ring step, from the smallest all-gather\n";
   }
+  y << "kernels:\n  decode_attention:   # cached K and V elements per second, by the batch's cached bytes\n";
+  for (std::size_t i = 0; i < c.decode_attention.size(); ++i) {
+    const auto& d = c.decode_attention[i];
+    if (i == 0 || c.decode_attention[i - 1].what != d.what) y << "    " << d.what << ": {";
+    y << format_bytes(Bytes(static_cast<std::int64_t>(d.size))) << ": " << number("%.4g", d.rate);
+    y << (i + 1 == c.decode_attention.size() || c.decode_attention[i + 1].what != d.what ? "}\n" : ", ");
+  }
+  y << "  kv_write:   # new tokens' K and V elements quantised and written into the paged cache per second\n";
+  for (const auto& d : c.kv_write) y << "    " << d.what << ": " << number("%.4g", d.rate) << "\n";
   y << "runtime:\n"
     << "  cuda_context: " << format_bytes(Bytes(c.runtime_bytes))
     << "   # resident memory of a rank ready to run: process, MPI, kernel workspace, staging buffers\n"

@@ -10,6 +10,7 @@
 #include <cblas.h>
 
 #include "hw/host/host_kernels.h"
+#include "kernels/kv_kernels.h"
 #include "hw/host/mpi_collectives.h"
 #include "hw/process_memory.h"
 
@@ -87,7 +88,9 @@ HostCalibration calibrate_host(double min_seconds) {
 
   // GEMMs of transformer layers: tokens x (hidden -> hidden, hidden -> MLP, MLP -> hidden,
   // hidden -> vocabulary slice), and attention's per-head score and value products.
-  for (std::int64_t m : {256, 512, 1024}) {
+  // Rows (tokens) from a small decode-and-prefill batch to a training micro-batch.
+  for (std::int64_t m : {32, 64, 128, 256, 512, 1024}) {
+    std::vector<RateSample> same_rows;
     for (auto [k, n] : {std::pair<std::int64_t, std::int64_t>{512, 512}, {512, 1408}, {1408, 512}, {512, 4096}, {1024, 1024}}) {
       GemmShape g{m, n, k, 1};
       const double s = seconds_per_call([&] { kernels.gemm(g); }, min_seconds / 4);
@@ -95,7 +98,9 @@ HostCalibration calibrate_host(double min_seconds) {
       if (std::abs(kernels.last_gemm_output() - expected) > 1e-3f * expected) ++c.wrong_results;
       c.gemm.push_back({"gemm " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k), g.flops(), s,
                         g.flops() / s});
+      same_rows.push_back(c.gemm.back());
     }
+    c.gemm_median_by_rows.emplace_back(static_cast<int>(m), median_rate(same_rows));
   }
   for (std::int64_t seq : {256, 512, 1024}) {
     for (GemmShape g : {GemmShape{seq, seq, 64, 1}, GemmShape{seq, 64, seq, 1}}) {
@@ -128,6 +133,56 @@ HostCalibration calibrate_host(double min_seconds) {
     }
   }
   c.weight_streaming_bytes_per_s = median_rate(c.weight_streaming);
+
+  // The decode-attention kernel the serving engine runs, per KV format, over batches whose cached
+  // K and V range from cache-resident (1 MiB of fp16) to DRAM-bound (64 MiB): 8 KV heads of 128
+  // channels, one query per sequence.
+  for (auto [element, format] : {std::pair{kernels::KvElement::fp16, "fp16"}, {kernels::KvElement::int8, "int8"},
+                                 {kernels::KvElement::int4, "int4"}, {kernels::KvElement::int2, "int2"}}) {
+    constexpr int kv_heads = 8, head_dim = 128;
+    kernels::PagedShape shape;
+    shape.block_size = 16;
+    shape.kv_heads = kv_heads;
+    shape.format = {element, head_dim, 32};
+    for (auto [seqs, context] : {std::pair{4, 64}, {8, 256}, {16, 1024}}) {
+      const int per_seq = context / shape.block_size;
+      shape.num_blocks = seqs * per_seq;
+      std::vector<std::uint8_t> k(shape.bytes(), 0), v(shape.bytes(), 0);
+      std::vector<float> query(static_cast<std::size_t>(seqs) * kv_heads * head_dim, 0.01f), out(query.size());
+      std::vector<std::int32_t> tables(static_cast<std::size_t>(shape.num_blocks)), lens(static_cast<std::size_t>(seqs), context);
+      for (int b = 0; b < shape.num_blocks; ++b) tables[static_cast<std::size_t>(b)] = b;
+      kernels::DecodeAttentionArgs a;
+      a.query = query.data();
+      a.k_cache = k.data();
+      a.v_cache = v.data();
+      a.block_tables = tables.data();
+      a.context_lens = lens.data();
+      a.out = out.data();
+      a.num_seqs = seqs;
+      a.q_heads = kv_heads;
+      a.max_blocks_per_seq = per_seq;
+      a.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+      a.shape = shape;
+      const double s = seconds_per_call([&] { kernels::decode_attention(a); }, min_seconds / 8);
+      if (!std::isfinite(out[0])) ++c.wrong_results;
+      const double elements = 2.0 * seqs * context * kv_heads * head_dim;
+      c.decode_attention.push_back({format, 2.0 * static_cast<double>(shape.bytes()), s, elements / s});
+      if (seqs < 16) continue;
+      // Writing a prefill's worth of new tokens (512) into the largest cache, K and V.
+      constexpr int written = 512;
+      std::vector<float> values(static_cast<std::size_t>(written) * kv_heads * head_dim, 0.01f);
+      std::vector<std::int64_t> slots(written);
+      for (int t = 0; t < written; ++t) slots[static_cast<std::size_t>(t)] = t * 7 % (shape.num_blocks * shape.block_size);
+      const double w = seconds_per_call(
+          [&] {
+            kernels::write_paged(values.data(), slots.data(), written, shape, k.data());
+            kernels::write_paged(values.data(), slots.data(), written, shape, v.data());
+          },
+          min_seconds / 8);
+      const double written_elements = 2.0 * written * kv_heads * head_dim;
+      c.kv_write.push_back({format, written_elements, w, written_elements / w});
+    }
+  }
 
   // Memory: 256 MiB through the streaming buffers, well past the caches' reuse.
   const double moved = 256.0 * (1 << 20);

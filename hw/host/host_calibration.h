@@ -21,7 +21,13 @@ struct HostCalibration {
   int ranks = 1;
   std::string cpu;                  ///< /proc/cpuinfo's model name
   std::vector<RateSample> gemm, attention, collectives;
+  /// Decode attention over a paged cache per KV format and working set: cached K and V elements
+  /// per second (`what` is the format, `size` the cache bytes the batch reads).
+  std::vector<RateSample> decode_attention;
+  /// Paged-cache writes of new tokens (quantise and scatter) per KV format: elements per second.
+  std::vector<RateSample> kv_write;
   double gemm_best_flops = 0, gemm_median_flops = 0;
+  std::vector<std::pair<int, double>> gemm_median_by_rows;  ///< rows -> median rate over the shapes
   double attention_median_flops = 0;
   std::vector<RateSample> weight_streaming;  ///< batch-1..8 GEMMs: weight bytes read per second
   double weight_streaming_bytes_per_s = 0;   ///< their median

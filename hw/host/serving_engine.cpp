@@ -120,6 +120,15 @@ class HostModel {
     shape_.kv_heads = m_.kv_heads;
     shape_.format = kv_format(s);
     pool_bytes_ = static_cast<std::int64_t>(shape_.bytes()) * 2 * m_.layers;
+    const int half = m_.head_dim / 2, positions = s.inference->serving.max_model_len + 1;
+    rope_cos_.resize(static_cast<std::size_t>(positions) * half);
+    rope_sin_.resize(rope_cos_.size());
+    for (int p = 0; p < positions; ++p)
+      for (int j = 0; j < half; ++j) {
+        const double angle = p * std::pow(10000.0, -2.0 * j / m_.head_dim);
+        rope_cos_[static_cast<std::size_t>(p) * half + j] = static_cast<float>(std::cos(angle));
+        rope_sin_[static_cast<std::size_t>(p) * half + j] = static_cast<float>(std::sin(angle));
+      }
     pool_ = static_cast<std::uint8_t*>(allocator_.allocate(pool_bytes_, "kv_cache"));
   }
   ~HostModel() {
@@ -140,14 +149,19 @@ class HostModel {
     }
     // Where each token's K and V go: decodes first, then the prefill chunks in order.
     slots_.clear();
+    positions_.clear();
     auto slot = [&](const Sequence& q, int position) {
       const auto& owned = blocks.of(q.record);
       return static_cast<std::int64_t>(owned.at(static_cast<std::size_t>(position / shape_.block_size))) * shape_.block_size +
              position % shape_.block_size;
     };
-    for (const Sequence* q : it.decoding) slots_.push_back(slot(*q, q->prompt + q->generated - 1));
+    auto place = [&](const Sequence& q, int position) {
+      slots_.push_back(slot(q, position));
+      positions_.push_back(position);
+    };
+    for (const Sequence* q : it.decoding) place(*q, q->prompt + q->generated - 1);
     for (std::size_t i = 0; i < it.prefilling.size(); ++i)
-      for (int t = 0; t < it.chunks[i]; ++t) slots_.push_back(slot(*it.prefilling[i], it.prefilling[i]->prefilled + t));
+      for (int t = 0; t < it.chunks[i]; ++t) place(*it.prefilling[i], it.prefilling[i]->prefilled + t);
     // Decode attention's block tables.
     int max_blocks = 1;
     for (const Sequence* q : it.decoding) max_blocks = std::max(max_blocks, static_cast<int>(blocks.of(q->record).size()));
@@ -165,7 +179,7 @@ class HostModel {
     auto* normed = static_cast<float*>(allocator_.allocate(4LL * tokens * h, "activations.normed"));
     auto* inter = static_cast<float*>(allocator_.allocate(4LL * tokens * width_, "activations.intermediate"));
     auto* logits = static_cast<float*>(allocator_.allocate(8LL * outputs * m_.vocab, "activations.logits"));
-    std::fill(normed, normed + static_cast<std::ptrdiff_t>(tokens) * h, 0.01f);
+    std::fill(residual, residual + static_cast<std::ptrdiff_t>(tokens) * h, 0.01f);  // the embedded tokens
     k_new_.resize(static_cast<std::size_t>(tokens) * kv_);
     v_new_.resize(static_cast<std::size_t>(tokens) * kv_);
     query_.resize(static_cast<std::size_t>(decodes) * q_);
@@ -175,9 +189,12 @@ class HostModel {
       const Layer& w = layers_[static_cast<std::size_t>(l)];
       std::uint8_t* k_cache = pool_ + shape_.bytes() * (2 * static_cast<std::size_t>(l));
       std::uint8_t* v_cache = k_cache + shape_.bytes();
-      // QKV projection into the intermediate rows: [q | k | v | attention output].
+      // Pre-norm, then the QKV projection into the intermediate rows: [q | k | v | attention
+      // output], then rotary position embedding on q and k.
+      rms_norm(residual, normed, tokens);
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, tokens, q_ + 2 * kv_, h, 1.0f, normed, h, w.qkv, q_ + 2 * kv_,
                   0.0f, inter, width_);
+      rotary(inter, tokens);
       for (int t = 0; t < tokens; ++t) {
         const float* row = inter + static_cast<std::ptrdiff_t>(t) * width_;
         std::copy(row + q_, row + q_ + kv_, k_new_.begin() + static_cast<long>(t) * kv_);
@@ -216,19 +233,13 @@ class HostModel {
         kernels_.gemm({c, context, d, m_.heads});
         kernels_.gemm({c, d, context, m_.heads});
       }
-      // Output projection into the residual stream, then the MLP.
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, tokens, h, q_, 1.0f, inter + q_ + 2 * kv_, width_, w.o, h, 0.0f,
+      // Output projection added to the residual stream (beta 1), then the MLP on its norm.
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, tokens, h, q_, 1.0f, inter + q_ + 2 * kv_, width_, w.o, h, 1.0f,
                   residual, h);
+      rms_norm(residual, normed, tokens);
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, tokens, up_, h, 1.0f, normed, h, w.up, up_, 0.0f, inter, width_);
       const int inner = m_.intermediate;
-      for (int t = 0; t < tokens; ++t) {
-        float* row = inter + static_cast<std::ptrdiff_t>(t) * width_;
-        for (int j = 0; j < inner; ++j) {
-          const float g = row[j];
-          const float u = up_ > inner ? row[inner + j] : 1.0f;
-          row[up_ + j] = g / (1.0f + std::exp(-g)) * u;  // SiLU(gate) x up
-        }
-      }
+      for (int t = 0; t < tokens; ++t) activation(inter + static_cast<std::ptrdiff_t>(t) * width_);
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, tokens, h, inner, 1.0f, inter + up_, width_, w.down, h, 1.0f,
                   residual, h);
     }
@@ -248,6 +259,52 @@ class HostModel {
   }
 
  private:
+  // RMSNorm of each token's hidden state (unit weights).
+  void rms_norm(const float* in, float* out, int tokens) const {
+    const int h = m_.hidden;
+    for (int t = 0; t < tokens; ++t) {
+      const float* x = in + static_cast<std::ptrdiff_t>(t) * h;
+      float* y = out + static_cast<std::ptrdiff_t>(t) * h;
+      float squares = 0;
+#pragma omp simd reduction(+ : squares)
+      for (int j = 0; j < h; ++j) squares += x[j] * x[j];
+      const float scale = 1.0f / std::sqrt(squares / static_cast<float>(h) + 1e-5f);
+#pragma omp simd
+      for (int j = 0; j < h; ++j) y[j] = x[j] * scale;
+    }
+  }
+
+  // Rotary position embedding (the rotate-half form) of the q and k heads of each token's row.
+  void rotary(float* inter, int tokens) const {
+    const int half = m_.head_dim / 2;
+    for (int t = 0; t < tokens; ++t) {
+      const float* cos = rope_cos_.data() + static_cast<std::ptrdiff_t>(positions_[static_cast<std::size_t>(t)]) * half;
+      const float* sin = rope_sin_.data() + static_cast<std::ptrdiff_t>(positions_[static_cast<std::size_t>(t)]) * half;
+      float* row = inter + static_cast<std::ptrdiff_t>(t) * width_;
+      for (int head = 0; head < m_.heads + m_.kv_heads; ++head) {
+        float* x = row + static_cast<std::ptrdiff_t>(head) * m_.head_dim;
+#pragma omp simd
+        for (int j = 0; j < half; ++j) {
+          const float a = x[j], b = x[j + half];
+          x[j] = a * cos[j] - b * sin[j];
+          x[j + half] = a * sin[j] + b * cos[j];
+        }
+      }
+    }
+  }
+
+  // SiLU(gate) x up into the row's third part (or GeLU-free SiLU for ungated MLPs).
+  void activation(float* row) const {
+    const int inner = m_.intermediate;
+    const bool gated = up_ > inner;
+    float* out = row + up_;
+#pragma omp simd
+    for (int j = 0; j < inner; ++j) {
+      const float g = row[j];
+      out[j] = g / (1.0f + std::exp(-g)) * (gated ? row[inner + j] : 1.0f);
+    }
+  }
+
   struct Layer {
     float *qkv = nullptr, *o = nullptr, *up = nullptr, *down = nullptr;
   };
@@ -263,12 +320,16 @@ class HostModel {
   std::uint8_t* pool_ = nullptr;
   std::int64_t pool_bytes_ = 0;
   std::vector<std::int64_t> slots_;
+  std::vector<int> positions_;
+  std::vector<float> rope_cos_, rope_sin_;  ///< [max_model_len, head_dim / 2]
   std::vector<std::int32_t> tables_, context_;
   std::vector<float> k_new_, v_new_, query_, attended_;
   int sampled_ = 0;
 };
 
-void require_supported(const Scenario& s) {
+}  // namespace
+
+void require_host_serving_support(const Scenario& s) {
   const Inference& inf = *s.inference;
   if (inf.serving.replicas != 1 || inf.serving.tensor_parallel != 1 || inf.serving.pipeline_parallel != 1) {
     throw Unsupported("the host serving engine runs one replica without tensor or pipeline parallelism");
@@ -281,10 +342,8 @@ void require_supported(const Scenario& s) {
   kv_format(s);
 }
 
-}  // namespace
-
 HostServing serve_on_host(const Scenario& s) {
-  require_supported(s);
+  require_host_serving_support(s);
   using Clock = std::chrono::steady_clock;
   const Inference& inf = *s.inference;
   use_one_core();

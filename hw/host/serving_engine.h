@@ -6,7 +6,8 @@
 // writes the new tokens' K and V into the paged cache in the compressor's format, decode attention
 // over the paged cache (kernels/, fp16 or int8/int4/int2 group quantisation), prefill attention as
 // per-head GEMMs over the chunk and its prefix; then the output head for the sequences producing a
-// token. Swap preemption copies the blocks' bytes. What the result reports is measured: token
+// token; each block has its norms, rotary embedding, residual adds and gated activation. Swap
+// preemption copies the blocks' bytes. What the result reports is measured: token
 // times from the wall clock, memory from the allocator and the process.
 //
 // Supported: one replica, no tensor or pipeline parallelism, fp32 weights, KV compression none or
@@ -26,6 +27,9 @@ struct HostServing {
   std::int64_t runtime_bytes = 0;        ///< resident before the model's tensors
   std::int64_t weights_bytes = 0, kv_pool_bytes = 0;
 };
+
+/// Throws Unsupported naming what the host engine cannot run in this scenario.
+void require_host_serving_support(const Scenario& scenario);
 
 /// Serves the scenario's workload on this process's CPU core. The scenario must fit in memory
 /// (serving_memory(scenario).fits); the caller reports it otherwise.

@@ -121,14 +121,8 @@ BlockCost block_cost(const Scenario& s) {
     c.attention_bytes += scores * element * (m.dropout ? 6.0 : 4.0);
     c.attention_flops *= 2;  // no causal skipping: the whole score matrix is computed, then masked
   }
-  // Memory-bound kernels of a block, each reading and writing its tensors once: two norms (h in,
-  // h out), two residual adds (2h in, h out), rotary on q and k, the gated activation (2I in, I out)
-  // or GeLU (I in, I out), and dropout where the model uses it.
-  const double kv_width = static_cast<double>(m.kv_heads) * m.head_dim / tp;
-  const bool gated = m.mlp == MlpKind::swiglu || m.mlp == MlpKind::geglu;
-  const double inner = static_cast<double>(m.intermediate) * m.experts_per_token / tp;
-  const double per_token = 4.0 * m.hidden + 6.0 * m.hidden + 2 * (q_width + kv_width) + (gated ? 3 * inner : 2 * inner) +
-                           (m.dropout ? 4.0 * m.hidden : 0.0);
+  // Memory-bound kernels of a block, each reading and writing its tensors once.
+  const double per_token = block_elementwise_elements_per_token(m, t.parallelism.tensor, true);
   c.elementwise_bytes = element * tokens * per_token;
   c.activation_bytes = block_activation_bytes_per_token(m, t.seq_len, t.parallelism.tensor, t.parallelism.sequence_parallel,
                                                         t.recompute, t.attention) *

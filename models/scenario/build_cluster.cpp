@@ -1,7 +1,20 @@
 #include "models/scenario/builders.h"
 #include "models/scenario/calibration.h"
 
+#include <cmath>
+#include <iterator>
+
 namespace memtwin {
+
+double Efficiency::gemm_at(double rows) const {
+  if (gemm_by_rows.empty()) return gemm;
+  auto above = gemm_by_rows.lower_bound(static_cast<int>(std::ceil(rows)));
+  if (above == gemm_by_rows.begin()) return above->second;
+  if (above == gemm_by_rows.end()) return std::prev(above)->second;
+  const auto below = std::prev(above);
+  const double x0 = std::log2(below->first), x1 = std::log2(above->first), x = std::log2(std::max(rows, 1.0));
+  return below->second + (above->second - below->second) * (x - x0) / (x1 - x0);
+}
 
 GpuSpec build_gpu(const ParamValues& v) {
   GpuSpec gpu;
@@ -73,6 +86,12 @@ Cluster build_cluster(const ParamValues& v) {
   c.efficiency.memory = v.number("cluster.efficiency.memory");
   c.efficiency.gemm_memory =
       v.given("cluster.efficiency.gemm_memory") ? v.number("cluster.efficiency.gemm_memory") : c.efficiency.memory;
+  for (const char* format : {"fp16", "int8", "int4", "int2"}) {
+    const std::string key = std::string("cluster.kernels.decode_attention.") + format;
+    if (v.given(key)) c.decode_attention_elements_per_s[format] = v.number(key);
+    const std::string write = std::string("cluster.kernels.kv_write.") + format;
+    if (v.given(write)) c.kv_write_elements_per_s[format] = v.number(write);
+  }
   if (v.given("cluster.calibration")) {
     c.calibration = v.text("cluster.calibration");
     apply_calibration(*c.calibration, v, c);

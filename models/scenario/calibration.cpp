@@ -73,6 +73,18 @@ void apply_calibration(const std::string& path, const ParamValues& scenario, Clu
       {"intra_node.bandwidth", {"cluster.intra_node.bandwidth", bandwidth(c.intra_node.bandwidth)}},
       {"intra_node.latency", {"cluster.intra_node.latency", measured(parse_duration, c.intra_node.latency)}},
   };
+  for (const char* format : {"fp16", "int8", "int4", "int2"}) {
+    for (auto [kernel, rates] : {std::pair{"decode_attention", &c.decode_attention_elements_per_s},
+                                 {"kv_write", &c.kv_write_elements_per_s}}) {
+      const std::string key = std::string("kernels.") + kernel + "." + format;
+      known[key] = {"cluster." + key, Apply([rates, format, positive](const YAML::Node& n, const SourceLocation& where,
+                                                                      const std::string& k) {
+                      double rate = 0;
+                      positive(rate)(n, where, k);
+                      (*rates)[format] = rate;
+                    })};
+    }
+  }
   for (Precision p : {Precision::fp32, Precision::bf16, Precision::fp16, Precision::fp8}) {
     const std::string name(kPrecisionNames.name(p));
     known["gpu.flops." + name] = {"cluster.gpu.flops." + name,
@@ -87,13 +99,52 @@ void apply_calibration(const std::string& path, const ParamValues& scenario, Clu
   }
   std::vector<std::string> names;
   for (const auto& [name, _] : known) names.push_back(name);
-  const std::vector<std::string> sections = {"efficiency", "runtime", "host", "gpu", "intra_node", "device"};
+  const std::vector<std::string> sections = {"efficiency", "runtime", "host", "gpu", "intra_node", "kernels", "device"};
   // Walks nested mappings, naming each leaf by its dotted path ("gpu.flops.fp32").
   std::function<void(const YAML::Node&, const std::string&)> walk = [&](const YAML::Node& body, const std::string& prefix) {
     for (auto entry = body.begin(); entry != body.end(); ++entry) {
       const std::string key = prefix + "." + entry->first.Scalar();
       const YAML::Mark mark = entry->second.Mark();
       const SourceLocation where{path, mark.line + 1, mark.column + 1};
+      if (key.rfind("kernels.decode_attention.", 0) == 0 && entry->second.IsMap()) {
+        // A table by working set: {1MiB: 1.1e9, 64MiB: 6e8}.
+        const std::string format = key.substr(std::string("kernels.decode_attention.").size());
+        if (!known.count(key)) throw ScenarioError(where, key, "unknown calibration key" + did_you_mean(key, names));
+        if (scenario.given_by_user("cluster." + key)) continue;
+        auto& table = c.decode_attention_by_bytes[format];
+        for (auto point = entry->second.begin(); point != entry->second.end(); ++point) {
+          const SourceLocation at{path, point->first.Mark().line + 1, point->first.Mark().column + 1};
+          double bytes = 0, rate = 0;
+          try {
+            bytes = parse_bytes(point->first.Scalar()).as_double();
+          } catch (const UnitError& e) {
+            throw ScenarioError(at, key, std::string("a working set such as 8MiB: ") + e.what());
+          }
+          positive(rate)(point->second, at, key);
+          table[bytes] = rate;
+        }
+        continue;
+      }
+      if (key == "efficiency.gemm_by_rows") {
+        // Measured GEMM efficiency by rows; the scenario's own `efficiency.gemm` replaces the table.
+        if (!entry->second.IsMap()) throw ScenarioError(where, key, "expected a mapping of rows to fractions, e.g. {64: 0.7, 512: 0.95}");
+        if (scenario.given_by_user("cluster.efficiency.gemm")) continue;
+        c.efficiency.gemm_by_rows.clear();
+        for (auto point = entry->second.begin(); point != entry->second.end(); ++point) {
+          const SourceLocation at{path, point->first.Mark().line + 1, point->first.Mark().column + 1};
+          int rows = 0;
+          try {
+            rows = point->first.as<int>();
+          } catch (const YAML::Exception&) {
+            throw ScenarioError(at, key, "rows must be a positive integer");
+          }
+          if (rows <= 0) throw ScenarioError(at, key, "rows must be a positive integer");
+          double value = 0;
+          fraction(value)(point->second, at, key + "." + std::to_string(rows));
+          c.efficiency.gemm_by_rows[rows] = value;
+        }
+        continue;
+      }
       auto it = known.find(key);
       if (it == known.end() && entry->second.IsMap()) {
         walk(entry->second, key);

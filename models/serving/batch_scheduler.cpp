@@ -88,6 +88,7 @@ std::optional<ScheduledIteration> BatchScheduler::schedule() {
       grow(q, target);
       it.load.prefill_attention += chunk * (q.prefilled + chunk / 2.0);
       it.load.prefill_tokens += chunk;
+      if (q.prefilled + chunk >= q.prompt) ++it.load.prefills_completing;
       budget -= chunk;
       it.prefilling.push_back(&q);
       it.chunks.push_back(chunk);

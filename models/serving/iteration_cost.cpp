@@ -2,11 +2,22 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include "models/memory/serving_memory.h"
 #include "models/model_facts.h"
 
 namespace memtwin {
+
+std::string decode_kernel_format(const KvCacheSpec& kv) {
+  switch (kv.compression.method) {
+    case KvCompression::none: return kv.dtype == KvDtype::fp8 ? "fp8" : "fp16";
+    case KvCompression::int8: return "int8";
+    case KvCompression::int4: return "int4";
+    case KvCompression::int2: return "int2";
+    default: return "";
+  }
+}
 
 IterationModel::IterationModel(const Scenario& s) : s_(s) {
   const Inference& inf = *s.inference;
@@ -19,7 +30,8 @@ IterationModel::IterationModel(const Scenario& s) : s_(s) {
       inf.serving.pipeline_parallel > 1 ? 0.0 : (s.model.tied_embeddings ? 0.0 : count.embedding) + count.position;
   const double per_parameter = inf.weight_dtype == WeightDtype::fp32 ? 4.0 : 2.0;  // embeddings stay unquantised
   weight_bytes_ = memory.weights.as_double() - untouched / inf.serving.tensor_parallel * per_parameter;
-  matmul_params_ = matmul_parameters_per_token(s.model);
+  head_params_ = static_cast<double>(s.model.vocab) * s.model.hidden;
+  body_params_ = matmul_parameters_per_token(s.model) - head_params_;
   attention_width_ = static_cast<double>(s.model.layers) * s.model.heads * s.model.head_dim;
   const auto& flops = s.cluster.gpu.flops;
   // The weights' precision computes (fp32 models on fp32 units), else bf16 tensor cores.
@@ -40,24 +52,67 @@ IterationModel::IterationModel(const Scenario& s) : s_(s) {
                                  : 0.0;
   KvShape whole{s.model.layers, s.model.kv_heads, s.model.head_dim, s.inference->kv_cache.dtype == KvDtype::fp8 ? 1.0 : 2.0};
   token_bytes_full_ = whole.token_bytes();
+  kv_elements_per_token_ = 2.0 * s.model.layers * s.model.kv_heads * s.model.head_dim;
+  elementwise_bytes_per_token_ = (inf.weight_dtype == WeightDtype::fp32 ? 4.0 : 2.0) * s.model.layers *
+                                 block_elementwise_elements_per_token(s.model, 1, false);
+  // A measured decode-attention kernel (memtwin calibrate) replaces the roofline for its format.
+  const auto& rates = s.cluster.decode_attention_elements_per_s;
+  auto rate = rates.find(decode_kernel_format(inf.kv_cache));
+  if (rate != rates.end()) decode_kernel_elements_per_s_ = rate->second;
+  auto table = s.cluster.decode_attention_by_bytes.find(decode_kernel_format(inf.kv_cache));
+  if (table != s.cluster.decode_attention_by_bytes.end()) decode_kernel_by_bytes_ = table->second;
+  auto write = s.cluster.kv_write_elements_per_s.find(decode_kernel_format(inf.kv_cache));
+  if (write != s.cluster.kv_write_elements_per_s.end()) kv_write_elements_per_s_ = write->second;
 }
 
 double IterationModel::seconds(const IterationLoad& load) const {
   const Efficiency& eff = s_.cluster.efficiency;
   const double tokens = load.prefill_tokens + load.decode_sequences;
   if (tokens == 0) return 0;
-  // Work per GPU of the replica (tensor parallel splits it; pipeline stages run one after another,
-  // so they do not shorten an iteration).
-  const double gemm_flops = 2 * matmul_params_ * tokens / tp_;
-  const double attention_flops =
-      4 * attention_width_ * (load.prefill_attention + load.decode_context) / tp_ +
-      2 * attention_width_ * load.selection_prompt_tokens * 32 / tp_;  // SnapKV-style scoring of a 32-token window
-  const double kv_elements = load.kv_bytes_read / 2 / tp_;  // element count at 16-bit equivalence
-  const double compute = gemm_flops / (peak_flops_ * eff.gemm) + attention_flops / (peak_flops_ * eff.attention) +
-                         dequant_ops_per_element_ * kv_elements / (fp32_flops_ * eff.gemm);
-  // The GEMMs read the weights; attention reads the cached KV and prefill writes the new tokens'.
-  const double kv_bytes = load.kv_bytes_read / tp_ + load.prefill_tokens * token_bytes_full_ / tp_;
-  const double memory = weight_bytes_ / (hbm_ * eff.gemm_memory) + kv_bytes / (hbm_ * eff.memory);
+  // A roofline per kernel class, summed: the kernels of an iteration run one after another, and
+  // each is bound by its own resource (the weights' GEMMs by memory in decode, by FLOPs in
+  // prefill; decode attention by the cached KV or by dequantising it). Work is per GPU of the
+  // replica: tensor parallelism splits it; pipeline stages run one after another, so they do not
+  // shorten an iteration.
+  // The output head runs for the positions that sample a token, not for every prompt token (vLLM
+  // prunes the hidden states to the sampled positions before the head).
+  const double sampled = load.decode_sequences + load.prefills_completing;
+  const double gemm_flops = 2 * (body_params_ * tokens + head_params_ * sampled) / tp_;
+  const double gemms = std::max(gemm_flops / (peak_flops_ * eff.gemm_at(tokens)), weight_bytes_ / (hbm_ * eff.gemm_memory));
+
+  const double kv_elements = load.decode_context * kv_elements_per_token_ / tp_;
+  double decode_attention = 0;
+  if (!decode_kernel_by_bytes_.empty() && kv_elements > 0) {
+    // Measured kernel throughput at the batch's working set, interpolated in log(bytes).
+    const double bytes = std::max(1.0, load.kv_bytes_read / tp_);
+    const auto& t = decode_kernel_by_bytes_;
+    auto above = t.lower_bound(bytes);
+    double rate = 0;
+    if (above == t.begin()) rate = above->second;
+    else if (above == t.end()) rate = std::prev(above)->second;
+    else {
+      const auto below = std::prev(above);
+      const double f = std::log(bytes / below->first) / std::log(above->first / below->first);
+      rate = below->second + (above->second - below->second) * f;
+    }
+    decode_attention = kv_elements / rate;
+  } else if (decode_kernel_elements_per_s_ > 0) {
+    decode_attention = kv_elements / decode_kernel_elements_per_s_;  // measured kernel throughput
+  } else {
+    const double math = 4 * attention_width_ * load.decode_context / tp_ / (peak_flops_ * eff.attention) +
+                        dequant_ops_per_element_ * kv_elements / (fp32_flops_ * eff.gemm);
+    decode_attention = std::max(math, load.kv_bytes_read / tp_ / (hbm_ * eff.memory));
+  }
+  const double prefill_math = (4 * attention_width_ * load.prefill_attention +
+                               2 * attention_width_ * load.selection_prompt_tokens * 32) /  // SnapKV-style scoring of a 32-token window
+                              tp_ / (peak_flops_ * eff.attention);
+  const double prefill_attention = std::max(prefill_math, load.prefill_tokens * token_bytes_full_ / tp_ / (hbm_ * eff.memory));
+  // A measured cache-write kernel (quantising and scattering every new token's K and V) adds its
+  // time; without one the written bytes are in prefill attention's memory term above.
+  const double kv_write = kv_write_elements_per_s_ > 0 ? tokens * kv_elements_per_token_ / tp_ / kv_write_elements_per_s_ : 0.0;
+
+  const double elementwise = elementwise_bytes_per_token_ * tokens / tp_ / (hbm_ * eff.memory);
+
   double comm = 0;
   if (tp_ > 1) {
     // Two ring all-reduces of the hidden states per layer over the intra-node links.
@@ -66,12 +121,13 @@ double IterationModel::seconds(const IterationLoad& load) const {
     const double alpha = s_.cluster.intra_node.latency.value();
     comm = 2.0 * s_.model.layers * (2 * (tp_ - 1) / tp_ * buffer / bw + 2 * (tp_ - 1) * alpha);
   }
-  return std::max(compute, memory) + comm;
+  return gemms + decode_attention + prefill_attention + kv_write + elementwise + comm;
 }
 
 double IterationModel::prefill_alone(int prompt_tokens) const {
   IterationLoad load;
   load.prefill_tokens = prompt_tokens;
+  load.prefills_completing = 1;
   load.prefill_attention = prompt_tokens * (prompt_tokens / 2.0);
   return seconds(load);
 }

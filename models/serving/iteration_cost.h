@@ -1,10 +1,17 @@
 #pragma once
-// The time of one serving-engine iteration on one replica, as a roofline over the batch: the
-// weights are streamed once per iteration, each sequence's cached KV is read once (at its
-// compressed size, plus the work of dequantising it and of eviction bookkeeping), matmul FLOPs
-// scale with the tokens computed, attention FLOPs with their context; tensor parallelism splits
-// the work and adds two all-reduces per layer. Efficiencies are the cluster's (cluster.efficiency).
+// The time of one serving-engine iteration on one replica, as a roofline per kernel class summed
+// over the batch: the weights are streamed once per iteration by GEMMs whose FLOPs scale with the
+// tokens computed; each decoding sequence's cached KV is read once (at its compressed size, plus
+// the work of dequantising it), or at a measured decode-attention kernel rate where the cluster has
+// one (`cluster.kernels.decode_attention`); prefill attention FLOPs scale with their context; the
+// memory-bound kernels (norms, residual adds, rotary, the activation) move their bytes per token;
+// every new token's K and V are written to the paged cache (at `cluster.kernels.kv_write` where
+// measured).
+// Tensor parallelism splits the work and adds two all-reduces per layer. Efficiencies are the
+// cluster's (cluster.efficiency).
+#include <map>
 #include <memory>
+#include <string>
 
 #include "models/kv/kv_compressor.h"
 #include "models/scenario.h"
@@ -15,6 +22,7 @@ struct IterationLoad {
   int prefill_tokens = 0;          ///< prompt tokens computed this iteration (all sequences)
   double prefill_attention = 0;    ///< sum over prefill chunks of chunk x (tokens before it + chunk / 2)
   int decode_sequences = 0;        ///< sequences producing one token
+  int prefills_completing = 0;     ///< prefill chunks that end their prompt (each samples its first token)
   double decode_context = 0;       ///< sum of their cached tokens (kept tokens for eviction methods)
   double kv_bytes_read = 0;        ///< compressed KV bytes the decode attention reads, whole replica
   int selections = 0;              ///< prompts finishing prefill under SnapKV/PyramidKV/entropy (one-off scoring)
@@ -34,13 +42,23 @@ class IterationModel {
  private:
   const Scenario& s_;
   double weight_bytes_ = 0;       // per GPU
-  double matmul_params_ = 0;      // per token, whole model
+  double body_params_ = 0;        // matmul parameters per token of the blocks, whole model
+  double head_params_ = 0;        // the output head's: run only for the positions that sample
   double attention_width_ = 0;    // layers x heads x head_dim (whole model)
   double peak_flops_ = 0, fp32_flops_ = 0, hbm_ = 0;
   double tp_ = 1;
   double dequant_ops_per_element_ = 0;
   std::unique_ptr<KvCompressor> compressor_;
   double token_bytes_full_ = 0;   // uncompressed KV bytes per token, whole replica
+  double kv_elements_per_token_ = 0;  // K and V elements per token, whole replica
+  double elementwise_bytes_per_token_ = 0;  // norms, residuals, rotary, activation: whole model
+  double decode_kernel_elements_per_s_ = 0;  // measured decode attention, 0: roofline
+  std::map<double, double> decode_kernel_by_bytes_;  // measured by working set (preferred)
+  double kv_write_elements_per_s_ = 0;       // measured paged-cache writes, 0: roofline
 };
+
+/// The name of the KV format a decode-attention kernel reads ("fp16", "int4", ...) for
+/// `cluster.kernels.decode_attention.NAME`; empty for methods without a kernel of their own.
+std::string decode_kernel_format(const KvCacheSpec& kv);
 
 }  // namespace memtwin

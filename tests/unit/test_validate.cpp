@@ -1,0 +1,123 @@
+// memtwin validate and compare: predicted against measured on the host device. The
+// [host-validation] case calibrates this machine and validates a training step (ZeRO-3 over two
+// MPI ranks) and two serving runs (fp16 and int4 KV); ctest runs it alone (RUN_SERIAL) so that
+// nothing else competes for the cores it measures.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/test_support.h"
+
+using memtwin::test::run_memtwin;
+using memtwin::test::source_path;
+namespace fs = std::filesystem;
+
+namespace {
+
+nlohmann::json read(const fs::path& p) {
+  std::ifstream in(p);
+  return nlohmann::json::parse(in);
+}
+
+double error_of(const nlohmann::json& validation, const std::string& metric) {
+  for (const auto& m : validation["metrics"])
+    if (m["metric"] == metric) return m["error_pct"].get<double>();
+  FAIL("no " << metric << " in the validation");
+  return 0;
+}
+
+fs::path results_dir() {
+  // Next to the binary, so that CI can print the tables after the tests.
+  fs::path dir = fs::path(MEMTWIN_BINARY).parent_path() / "validation-host";
+  fs::create_directories(dir);
+  return dir;
+}
+
+std::string calibrate(int ranks) {
+  const std::string file = (results_dir() / ("host-" + std::to_string(ranks) + "rank.yaml")).string();
+  const auto r = run_memtwin({"calibrate", "--device", "host", "--ranks", std::to_string(ranks), "--out", file});
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  return file;
+}
+
+nlohmann::json validate(const std::string& scenario, const std::string& calibration, const std::string& name) {
+  const fs::path out = results_dir() / name;
+  const auto r = run_memtwin({"validate", source_path(scenario), "--set", "cluster.calibration=" + calibration, "--out", out.string()});
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  std::ofstream(results_dir() / (name + ".txt")) << r.out;
+  std::cout << r.out << "\n";
+  return read(out / "validation.json");
+}
+
+}  // namespace
+
+TEST_CASE("after calibrating the host, validate predicts memory within 10% and time within 25%", "[validation][host-validation]") {
+  const std::string two = calibrate(2), one = calibrate(1);
+  // Training runs two ranks at once, so it is judged against the calibration of two busy ranks;
+  // serving runs one.
+  const auto train = validate("scenarios/host/train-zero3-2ranks.yaml", two, "train-zero3-2ranks");
+  CHECK(train["ranks"] == 2);
+  CHECK(std::abs(error_of(train, "memory.gpu.peak_bytes")) <= 10);
+  CHECK(std::abs(error_of(train, "time.step_s")) <= 25);
+  for (const std::string kv : {"fp16", "int4"}) {
+    INFO(kv);
+    const auto serve = validate("scenarios/host/serve-" + kv + "-kv.yaml", one, "serve-" + kv + "-kv");
+    CHECK(std::abs(error_of(serve, "memory.gpu.peak_bytes")) <= 10);
+    CHECK(std::abs(error_of(serve, "latency_s.ttft.p50")) <= 25);
+    CHECK(std::abs(error_of(serve, "latency_s.tpot.p50")) <= 25);
+    CHECK(std::abs(error_of(serve, "throughput.output_tokens_per_s")) <= 25);
+  }
+}
+
+TEST_CASE("compare puts two results of one plan side by side and refuses results of different plans", "[unit]") {
+  const fs::path dir = fs::temp_directory_path() / "memtwin-compare-test";
+  fs::create_directories(dir);
+  const std::string scenario = source_path("scenarios/host/train-zero3-2ranks.yaml");
+  auto save = [&](const std::vector<std::string>& extra, const std::string& name) {
+    std::vector<std::string> args = {"run", scenario, "--json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const auto r = run_memtwin(args);
+    REQUIRE(r.exit_code == 0);
+    std::ofstream(dir / name) << r.out;
+    return (dir / name).string();
+  };
+  const auto a = save({}, "a.json");
+  const auto faster = save({"--set", "cluster.efficiency.gemm=0.5"}, "b.json");  // same plan, other platform
+  const auto other = save({"--set", "training.seq_len=512"}, "c.json");           // another plan
+  const auto same = run_memtwin({"compare", a, faster, "--json"});
+  REQUIRE(same.exit_code == 0);
+  const auto doc = nlohmann::json::parse(same.out);
+  bool step = false;
+  for (const auto& m : doc["metrics"]) {
+    if (m["metric"] != "time.step_s") continue;
+    step = true;
+    CHECK(m["error_pct"].get<double>() < 0);  // A, with the faster GEMMs, predicts the shorter step
+  }
+  CHECK(step);
+  const auto refused = run_memtwin({"compare", a, other});
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.err, Catch::Contains("different plans"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("the hw backend says what it cannot run instead of running something else", "[unit]") {
+  const std::string serve = source_path("scenarios/host/serve-fp16-kv.yaml");
+  const auto bf16 = run_memtwin({"run", serve, "--backend", "hw", "--set", "inference.weights.dtype=bf16"});
+  CHECK(bf16.exit_code == 2);
+  CHECK_THAT(bf16.err, Catch::Contains("fp32"));
+  const auto kivi = run_memtwin({"run", serve, "--backend", "hw", "--set", "inference.kv_cache.compression={method: kivi}"});
+  CHECK(kivi.exit_code == 2);
+  CHECK_THAT(kivi.err, Catch::Contains("kivi"));
+  const auto cuda = run_memtwin({"run", serve, "--backend", "hw", "--device", "cuda"});
+  CHECK(cuda.exit_code == 2);
+  CHECK_THAT(cuda.err, Catch::Contains("--device cuda"));
+  const auto ranks = run_memtwin({"run", source_path("scenarios/host/train-zero3-2ranks.yaml"), "--backend", "hw"});
+  CHECK(ranks.exit_code == 2);
+  CHECK_THAT(ranks.err, Catch::Contains("mpirun -np 2"));
+}
