@@ -18,6 +18,7 @@
 #include "models/memory/serving_memory.h"
 #include "models/serving/batch_scheduler.h"
 #include "models/serving/serving_report.h"
+#include "models/plan/step_trace.h"
 #include "models/plan/training_plan.h"
 
 namespace memtwin {
@@ -171,6 +172,18 @@ class HwBackend final : public Backend {
                       " MPI rank(s), one OpenBLAS thread each; time is the median of " + std::to_string(options_.steps) +
                       " steps after a warm-up step");
     r.files["op_times.csv"] = op_times_csv(program, last);
+    // The same trace and timeline files as the simulator's, rank 0's last step; the timeline counts
+    // the runtime (the process before the plan's tensors) as the simulator counts its tensor.
+    std::vector<StepTraceEvent> events;
+    for (std::size_t i = 0; i < program.ops.size(); ++i) {
+      const Op& op = program.ops[i];
+      if (last.ops[i].start_s < 0 || op.kind == OpKind::alloc || op.kind == OpKind::free) continue;
+      events.push_back({0, op.stream, op.name, last.ops[i].start_s, last.ops[i].end_s});
+    }
+    MemoryTimeline memory;
+    for (const auto& [t, bytes] : last.memory) memory.emplace_back(t, bytes + baseline);
+    r.files["trace.json"] = perfetto_step_trace(events, memory);
+    r.files["timeline.csv"] = memory_timeline_csv(memory);
     return r;
   }
 

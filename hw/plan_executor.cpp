@@ -1,5 +1,6 @@
 #include "hw/plan_executor.h"
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <exception>
@@ -102,6 +103,7 @@ StepExecution PlanExecutor::run_step() {
       const auto end = Clock::now();
       std::lock_guard lock(mutex);
       out.ops[i] = {seconds(start), seconds(end)};
+      if (op.kind == OpKind::alloc || op.kind == OpKind::free) out.memory.emplace_back(seconds(end), allocator_.stats().allocated);
       done[i] = 1;
       changed.notify_all();
     }
@@ -113,6 +115,7 @@ StepExecution PlanExecutor::run_step() {
   if (failure) std::rethrow_exception(failure);
 
   out.step_s = seconds(Clock::now());
+  std::sort(out.memory.begin(), out.memory.end());
   for (std::uint32_t i = 0; i < ops.size(); ++i) {
     if (out.ops[i].start_s < 0) continue;
     const double busy = out.ops[i].end_s - out.ops[i].start_s;

@@ -16,6 +16,7 @@
 #include "hw/caching_allocator.h"
 #include "hw/device.h"
 #include "models/plan/plan.h"
+#include "models/plan/step_trace.h"
 
 namespace memtwin::hw {
 
@@ -28,6 +29,7 @@ struct StepExecution {
   double compute_busy_s = 0;  ///< the compute stream's busy time
   double comm_busy_s = 0;     ///< the communication stream's busy time
   std::vector<OpTime> ops;    ///< by op index
+  MemoryTimeline memory;      ///< bytes the allocator has handed out, after each alloc and free
   std::optional<DeviceOutOfMemory> oom;  ///< the step stopped here
   std::string oom_op;
 };

@@ -20,6 +20,15 @@ mkdir -p "$out"
 "$build/memtwin" sweep "$root/scenarios/serving/llama3-8b-h100-fp16-kv.yaml" \
   --grid inference.workload.rate=5/s,10/s,15/s,20/s,25/s,30/s,35/s,40/s,50/s --set inference.workload.requests=1000 \
   --backend sim -j "$(nproc)" --out "$work/rates" >/dev/null 2>&1
+# Predicted against measured on this machine's host device, after calibrating it.
+"$build/memtwin" calibrate --device host --ranks 2 --out "$work/host-2.yaml" >/dev/null
+"$build/memtwin" calibrate --device host --ranks 1 --out "$work/host-1.yaml" >/dev/null
+"$build/memtwin" validate "$root/scenarios/host/train-zero3-2ranks.yaml" --set cluster.calibration="$work/host-2.yaml" \
+  --out "$work/validate-train" >/dev/null
+"$build/memtwin" validate "$root/scenarios/host/serve-fp16-kv.yaml" --set cluster.calibration="$work/host-1.yaml" \
+  --out "$work/validate-serve" >/dev/null
+"$build/memtwin" report "$work/validate-train" --out "$work/validate-train.html" --png-dir "$work/png-validate-train"
+"$build/memtwin" report "$work/validate-serve" --out "$work/validate-serve.html" --png-dir "$work/png-validate-serve"
 "$build/memtwin" report "$work/train" --out "$work/train.html" --png-dir "$work/png-train"
 "$build/memtwin" report "$work/serve" --out "$work/serve.html" --png-dir "$work/png-serve"
 "$build/memtwin" report "$work/sweep" --out "$work/sweep.html" --png-dir "$work/png-sweep"
@@ -34,4 +43,8 @@ cp "$work/png-preempt/preemptions.png" "$out/serving-preemptions.png"
 cp "$work/png-preempt/tier-traffic.png" "$out/serving-tier-traffic.png"
 cp "$work/png-rates/load-curve.png" "$out/serving-load-curve.png"
 cp "$work/png-sweep/sweep.png" "$out/sweep-peak-memory.png"
+cp "$work/png-validate-train/validation.png" "$out/validation-training-errors.png"
+cp "$work/png-validate-train/memory-timeline-compare.png" "$out/validation-training-memory.png"
+cp "$work/png-validate-serve/validation.png" "$out/validation-serving-errors.png"
+cp "$work/png-validate-serve/latency-cdf-compare.png" "$out/validation-serving-latency.png"
 ls -la "$out"

@@ -7,6 +7,7 @@
 #include "models/analytic/memory_report.h"
 #include "models/analytic/model_report.h"
 #include "models/memory/training_memory.h"
+#include "models/plan/step_trace.h"
 #include "models/plan/training_plan.h"
 #include "models/unit_parse.h"
 #include "models/memory/serving_memory.h"
@@ -14,7 +15,6 @@
 #include "models/serving/serving_report.h"
 #include "sim/serving_simulation.h"
 #include "sim/step_simulation.h"
-#include "sim/trace_writer.h"
 
 namespace memtwin {
 namespace {
@@ -118,8 +118,8 @@ class SimBackend final : public Backend {
     if (s.simulation.fidelity == Fidelity::fast && s.training->parallelism.pipeline > 1) {
       r.notes.push_back("fidelity fast folds data-parallel replicas only; with pipeline stages every rank was simulated");
     }
-    r.files["trace.json"] = sim::perfetto_trace(step);
-    r.files["timeline.csv"] = sim::timeline_csv(step);
+    r.files["trace.json"] = perfetto_step_trace(step.events, step.memory_timeline);
+    r.files["timeline.csv"] = memory_timeline_csv(step.memory_timeline);
     return r;
   }
 };

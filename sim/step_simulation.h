@@ -16,16 +16,11 @@
 #include <vector>
 
 #include "models/plan/plan.h"
+#include "models/plan/step_trace.h"
 #include "models/scenario.h"
 
 namespace memtwin::sim {
 
-struct TraceEvent {
-  int rank = 0;
-  Stream stream = Stream::compute;
-  std::string name;
-  double start_s = 0, end_s = 0;
-};
 
 struct OutOfMemory {
   int rank = 0;
@@ -41,8 +36,8 @@ struct StepSimulation {
   std::map<std::string, double> comm_bytes_per_gpu;  ///< rank 0's sent bytes by collective
   std::int64_t peak_bytes = 0;                       ///< rank 0's peak of the timeline
   std::map<std::string, std::int64_t> breakdown_at_peak;  ///< bytes by category at that moment
-  std::vector<std::pair<double, std::int64_t>> memory_timeline;  ///< rank 0: (time, bytes in use)
-  std::vector<TraceEvent> events;                    ///< ranks below `trace_ranks`
+  MemoryTimeline memory_timeline;                    ///< rank 0: (time, bytes in use)
+  std::vector<StepTraceEvent> events;                    ///< ranks below `trace_ranks`
   std::optional<OutOfMemory> oom;
   long flows = 0;
   long activities = 0;

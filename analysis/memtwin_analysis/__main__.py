@@ -8,7 +8,8 @@ from .report import write_report
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="memtwin report",
                                      description="A self-contained HTML report for a run directory "
-                                                 "(memtwin run --out DIR), a result JSON file, or a sweep directory.")
+                                                 "(memtwin run --out DIR), a result JSON file, a sweep directory, a plan, "
+                                                 "or a validation (memtwin validate --out DIR).")
     sub = parser.add_subparsers(dest="command", required=True)
     report = sub.add_parser("report")
     report.add_argument("input")

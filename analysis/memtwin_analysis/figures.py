@@ -213,6 +213,69 @@ def sweep_lines(points, metric):
     return fig
 
 
+# What `memtwin validate` holds each kind of metric to (the [validation] test's limits).
+TOLERANCE_PCT = {"memory": 10, "time": 25, "latency_s": 25}
+
+
+def validation_errors(validation, measured=None):
+    """The prediction's error per metric (bars), with the tolerance of its kind shaded; where the
+    measurement has repeated samples (a training step's), the error against each sample spans the
+    error bar."""
+    rows = [m for m in validation["metrics"] if m.get("error_pct") is not None]
+    names = [m["metric"] for m in rows]
+    errors = [m["error_pct"] for m in rows]
+    low, high = [0.0] * len(rows), [0.0] * len(rows)
+    samples = (_lookup(measured, "time.step_samples_s") or []) if measured else []
+    for i, m in enumerate(rows):
+        if m["metric"] == "time.step_s" and samples:
+            spread = [(m["predicted"] - s) / s * 100 for s in samples]
+            low[i], high[i] = max(0.0, m["error_pct"] - min(spread)), max(0.0, max(spread) - m["error_pct"])
+    fig, ax = plt.subplots(figsize=(8, 0.8 + 0.45 * len(rows)))
+    colours = ["#d65f5f" if abs(e) > TOLERANCE_PCT.get(n.split(".")[0], 25) else "#4878d0" for n, e in zip(names, errors)]
+    spread = [low, high] if any(low) or any(high) else None
+    ax.barh(range(len(rows)), errors, xerr=spread, color=colours, capsize=3)
+    for i, n in enumerate(names):
+        limit = TOLERANCE_PCT.get(n.split(".")[0])
+        if limit:
+            ax.fill_betweenx([i - 0.45, i + 0.45], -limit, limit, color="#6acc64", alpha=0.15, linewidth=0)
+    ax.axvline(0, color="black", linewidth=0.8)
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels(names, fontsize=8)
+    ax.invert_yaxis()
+    return _finish(fig, ax, "error of the prediction (% of the measurement)", "",
+                   f"Predicted against measured: {validation.get('scenario')} ({validation.get('device')})")
+
+
+def memory_timeline_compare(predicted_rows, measured_rows, capacity_bytes):
+    """Device memory over the step, simulated and measured, on one time axis."""
+    fig, ax = plt.subplots(figsize=(8, 3.5))
+    for rows, name, colour in ((predicted_rows, "predicted (sim)", "#4878d0"), (measured_rows, "measured (hw)", "#d65f5f")):
+        if rows:
+            ax.step([r["time_s"] for r in rows], [r["bytes_in_use"] / GIB for r in rows], where="post", color=colour, label=name)
+    ax.axhline(capacity_bytes / GIB, color="black", linestyle="--", label="capacity")
+    return _finish(fig, ax, "time in step (s)", "GiB in use", "Device memory over the step (rank 0)", legend=True)
+
+
+def latency_cdf_compare(predicted_rows, measured_rows):
+    """TTFT and TPOT distributions, simulated and measured."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
+    for rows, name, colour in ((predicted_rows, "predicted (sim)", "#4878d0"), (measured_rows, "measured (hw)", "#d65f5f")):
+        done = [r for r in rows if r["finish_s"] is not None and r["finish_s"] >= 0]
+        ttft = sorted(r["ttft_s"] for r in done)
+        tpot = sorted((r["finish_s"] - r["first_token_s"]) / (r["output_tokens"] - 1) for r in done if r["output_tokens"] > 1)
+        for ax, values in zip(axes, (ttft, tpot)):
+            if values:
+                ax.plot(values, [(i + 1) / len(values) for i in range(len(values))], color=colour, label=name)
+    for ax, metric in zip(axes, ("TTFT", "TPOT")):
+        ax.set_xlabel(f"{metric} (s)")
+        ax.set_ylabel("fraction of requests")
+        ax.set_title(f"{metric} CDF")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
 def _lookup(doc, path):
     node = doc
     for part in path.split("."):

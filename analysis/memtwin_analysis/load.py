@@ -14,6 +14,15 @@ def result(path):
     return doc
 
 
+def validation(path):
+    """A memtwin.validation/1 document (validation.json, or a `memtwin validate --json` capture)."""
+    with open(path) as f:
+        doc = json.load(f)
+    if doc.get("schema") != "memtwin.validation/1":
+        raise ValueError(f"{path}: not a memtwin validation (schema {doc.get('schema')!r})")
+    return doc
+
+
 def table(path):
     """A CSV file as a list of dicts with numbers converted where they parse."""
     rows = []

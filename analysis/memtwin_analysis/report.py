@@ -1,4 +1,5 @@
-"""One self-contained HTML report (images embedded) for a run directory, a result file, a sweep or a plan."""
+"""One self-contained HTML report (images embedded) for a run directory, a result file, a sweep, a plan
+or a validation (predicted against measured)."""
 import base64
 import html
 import io
@@ -16,8 +17,33 @@ def _png(fig):
     return buffer.getvalue()
 
 
+def _validation_figures(path):
+    """Figures of a `memtwin validate --out DIR` directory or its validation.json."""
+    directory = path if os.path.isdir(path) else os.path.dirname(path)
+    doc = load.validation(os.path.join(path, "validation.json") if os.path.isdir(path) else path)
+    side = lambda which, name: os.path.join(directory, which, name)  # noqa: E731
+    measured = load.result(side("measured", "result.json")) if os.path.exists(side("measured", "result.json")) else None
+    shown = [("validation", "Error of the prediction per metric (shaded: the tolerance of its kind)",
+              _png(figures.validation_errors(doc, measured)))]
+    if os.path.exists(side("predicted", "timeline.csv")) and os.path.exists(side("measured", "timeline.csv")):
+        capacity = load.result(side("predicted", "result.json"))["memory"]["gpu"]["capacity_bytes"]
+        shown.append(("memory-timeline-compare", "Device memory over the step, simulated and measured", _png(
+            figures.memory_timeline_compare(load.table(side("predicted", "timeline.csv")),
+                                            load.table(side("measured", "timeline.csv")), capacity))))
+    if os.path.exists(side("predicted", "requests.csv")) and os.path.exists(side("measured", "requests.csv")):
+        shown.append(("latency-cdf-compare", "Latency distributions, simulated and measured", _png(
+            figures.latency_cdf_compare(load.table(side("predicted", "requests.csv")),
+                                        load.table(side("measured", "requests.csv"))))))
+    metrics = {f"{m['metric']} error %": m["error_pct"] for m in doc["metrics"]}
+    metrics = {"plan": doc.get("plan_hash"), "ranks": doc.get("ranks"), **metrics}
+    return f"Validation of {doc.get('scenario')} on {doc.get('device')}", metrics, shown
+
+
 def _figures_for(path):
     """(title, key metrics, [(id, caption, png bytes)]) for the input."""
+    if (os.path.isdir(path) and os.path.exists(os.path.join(path, "validation.json"))) or \
+            (os.path.isfile(path) and os.path.basename(path) == "validation.json"):
+        return _validation_figures(path)
     if os.path.isdir(path) and os.path.exists(os.path.join(path, "points.jsonl")):
         points = load.sweep(path)
         metric = next((m for m in ("time.step_s", "latency_s.ttft.p99", "memory.gpu.peak_bytes")
@@ -73,6 +99,21 @@ def _figures_for(path):
     return f"{doc.get('workload', '').capitalize()} scenario {doc.get('scenario')} ({doc.get('backend')})", metrics, shown
 
 
+def _comparison_table(path):
+    """The predicted / measured / error rows of a validation input, else None."""
+    if os.path.isdir(path) and os.path.exists(os.path.join(path, "validation.json")):
+        path = os.path.join(path, "validation.json")
+    if not (os.path.isfile(path) and os.path.basename(path) == "validation.json"):
+        return None
+    rows = ["<h2>Predicted against measured</h2><table><tr><th>metric</th><th>predicted</th><th>measured</th><th>error</th></tr>"]
+    for m in load.validation(path)["metrics"]:
+        error = "" if m["error_pct"] is None else f"{m['error_pct']:+.1f}%"
+        rows.append(f"<tr><td>{html.escape(m['metric'])}</td><td>{m['predicted']:.4g}</td><td>{m['measured']:.4g}</td>"
+                    f"<td>{error}</td></tr>")
+    rows.append("</table>")
+    return "".join(rows)
+
+
 def write_report(path, out, png_dir=None):
     title, metrics, shown = _figures_for(path)
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
@@ -83,6 +124,9 @@ def write_report(path, out, png_dir=None):
         shown_value = f"{value:.4g}" if isinstance(value, float) else str(value)
         parts.append(f"<tr><td>{html.escape(key)}</td><td>{html.escape(shown_value)}</td></tr>")
     parts.append("</table>")
+    comparison = _comparison_table(path)
+    if comparison:
+        parts.append(comparison)
     for figure_id, caption, png in shown:
         data = base64.b64encode(png).decode()
         parts.append(f"<figure id='{figure_id}'><img alt='{html.escape(caption)}' src='data:image/png;base64,{data}'>"

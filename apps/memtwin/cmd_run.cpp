@@ -6,6 +6,7 @@
 #include "apps/memtwin/backends.h"
 #include "apps/memtwin/commands.h"
 #include "apps/memtwin/options.h"
+#include "apps/memtwin/run_directory.h"
 #include "apps/memtwin/text_report.h"
 #include "hw/host/mpi_collectives.h"
 #include "models/result.h"
@@ -58,18 +59,7 @@ int cmd_run(const Args& args) {
   if (!result.primary) return result.fits ? kOk : kDoesNotFit;  // another process reports
   nlohmann::ordered_json doc = result_document(loaded, result);
 
-  if (vm->count("out")) {
-    std::filesystem::path dir = (*vm)["out"].as<std::string>();
-    std::filesystem::create_directories(dir);
-    std::ofstream file(dir / "result.json");
-    file << doc.dump(2) << "\n";
-    if (!file) throw std::runtime_error("cannot write " + (dir / "result.json").string());
-    for (const auto& [name, content] : result.files) {
-      std::ofstream extra(dir / name);
-      extra << content;
-      if (!extra) throw std::runtime_error("cannot write " + (dir / name).string());
-    }
-  }
+  if (vm->count("out")) write_run_directory((*vm)["out"].as<std::string>(), doc, result);
   if ((*vm)["json"].as<bool>()) {
     std::cout << doc.dump(2) << "\n";
   } else {

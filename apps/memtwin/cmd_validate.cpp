@@ -10,6 +10,7 @@
 #include "apps/memtwin/comparison.h"
 #include "apps/memtwin/options.h"
 #include "apps/memtwin/rank_launcher.h"
+#include "apps/memtwin/run_directory.h"
 #include "models/plan/training_plan.h"
 #include "models/result.h"
 #include "models/scenario_loader.h"
@@ -46,7 +47,7 @@ int cmd_validate(const Args& args) {
       ("device", po::value<std::string>()->default_value("host"), (std::string("device to measure on (") + kHwDevices + ")").c_str())
       ("steps", po::value<int>()->default_value(3), "timed steps after one warm-up step")
       ("json", po::bool_switch(), "print the validation document (memtwin.validation/1) instead of the table")
-      ("out", po::value<std::string>(), "directory for predicted.json, measured.json and validation.json");
+      ("out", po::value<std::string>(), "directory for validation.json and each side's run directory (predicted/, measured/)");
   positional.add("scenario", 1);
   auto vm = parse_args(args, options, positional,
                        "usage: memtwin validate SCENARIO [--set KEY=VALUE]... [--device host] [--steps N] [--json] [--out DIR]\n\n"
@@ -75,6 +76,13 @@ int cmd_validate(const Args& args) {
     hw_args.push_back("--set");
     hw_args.push_back(o);
   }
+  std::filesystem::path out_dir;
+  if (vm->count("out")) {
+    out_dir = (*vm)["out"].as<std::string>();
+    write_run_directory(out_dir / "predicted", predicted, predicted_run);
+    hw_args.push_back("--out");
+    hw_args.push_back((out_dir / "measured").string());
+  }
   const Launched measured_run = launch_ranks(ranks, hw_args);
   nlohmann::json measured;
   try {
@@ -94,13 +102,7 @@ int cmd_validate(const Args& args) {
                                 {"metrics", comparison_json(rows)},
                                 {"predicted_fits", predicted_run.fits},
                                 {"measured_fits", measured_run.exit_code != kDoesNotFit}};
-  if (vm->count("out")) {
-    const std::filesystem::path dir = (*vm)["out"].as<std::string>();
-    std::filesystem::create_directories(dir);
-    write_file(dir / "predicted.json", predicted.dump(2) + "\n");
-    write_file(dir / "measured.json", measured.dump(2) + "\n");
-    write_file(dir / "validation.json", doc.dump(2) + "\n");
-  }
+  if (!out_dir.empty()) write_file(out_dir / "validation.json", doc.dump(2) + "\n");
   if ((*vm)["json"].as<bool>()) {
     std::cout << doc.dump(2) << "\n";
   } else {

@@ -217,8 +217,11 @@ void ParamValues::convert(const YAML::Node& value, const ParamSpec& spec, Source
         break;
       }
       case ValueKind::path: {
+        // Relative to the file that names it; a path given on the command line (--set) is
+        // relative to the current directory, as the shell's are.
         std::filesystem::path p = raw;
-        if (p.is_relative() && !base_dir_.empty()) p = std::filesystem::path(base_dir_) / p;
+        const bool from_command_line = where.file.rfind("--set ", 0) == 0;
+        if (p.is_relative() && !base_dir_.empty() && !from_command_line) p = std::filesystem::path(base_dir_) / p;
         if (!std::filesystem::exists(p)) fail_here("file not found: " + p.string());
         out.text = p.lexically_normal().string();
         break;

@@ -73,3 +73,24 @@ TEST_CASE("reports carry every expected figure for training, serving, sweeps and
   auto bad = run_memtwin({"report", "/no/such/result.json", "--out", "/tmp/x.html"});
   CHECK(bad.exit_code == 2);
 }
+
+TEST_CASE("a validation report shows the errors and both sides' memory or latency", "[unit]") {
+  // Uncalibrated and short: this checks the report, not the prediction ([validation] does that).
+  const std::string train = "/tmp/memtwin-test-report-validate-train", serve = "/tmp/memtwin-test-report-validate-serve";
+  std::filesystem::remove_all(train);
+  std::filesystem::remove_all(serve);
+  auto t = run_memtwin({"validate", source_path("scenarios/host/train-zero3-2ranks.yaml"), "--steps", "1", "--out", train});
+  INFO(t.out << t.err);
+  REQUIRE(t.exit_code == 0);
+  REQUIRE(run_memtwin({"report", train, "--out", train + "/report.html"}).exit_code == 0);
+  CHECK(figures_in(train + "/report.html") == std::vector<std::string>{"validation", "memory-timeline-compare"});
+  auto v = run_memtwin({"validate", source_path("scenarios/host/serve-fp16-kv.yaml"), "--set", "inference.workload.requests=6",
+                        "--out", serve});
+  INFO(v.out << v.err);
+  REQUIRE(v.exit_code == 0);
+  REQUIRE(run_memtwin({"report", serve + "/validation.json", "--out", serve + "/report.html"}).exit_code == 0);
+  CHECK(figures_in(serve + "/report.html") == std::vector<std::string>{"validation", "latency-cdf-compare"});
+  std::ifstream html(serve + "/report.html");
+  const std::string text((std::istreambuf_iterator<char>(html)), std::istreambuf_iterator<char>());
+  CHECK_THAT(text, Catch::Contains("Predicted against measured") && Catch::Contains("latency_s.ttft.p50"));
+}

@@ -1,14 +1,16 @@
-#include "sim/trace_writer.h"
+#include "models/plan/step_trace.h"
 
-#include <nlohmann/json.hpp>
+#include <map>
 #include <sstream>
 
-namespace memtwin::sim {
+#include <nlohmann/json.hpp>
 
-std::string perfetto_trace(const StepSimulation& step) {
+namespace memtwin {
+
+std::string perfetto_step_trace(const std::vector<StepTraceEvent>& step_events, const MemoryTimeline& memory) {
   nlohmann::ordered_json events = nlohmann::ordered_json::array();
   std::map<int, bool> named;
-  for (const auto& e : step.events) {
+  for (const auto& e : step_events) {
     if (!named[e.rank]) {
       named[e.rank] = true;
       events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", e.rank}, {"args", {{"name", "rank " + std::to_string(e.rank)}}}});
@@ -21,7 +23,7 @@ std::string perfetto_trace(const StepSimulation& step) {
     events.push_back({{"name", e.name}, {"cat", stream_name(e.stream)}, {"ph", "X"}, {"pid", e.rank},
                       {"tid", static_cast<int>(e.stream)}, {"ts", e.start_s * 1e6}, {"dur", (e.end_s - e.start_s) * 1e6}});
   }
-  for (const auto& [t, bytes] : step.memory_timeline) {
+  for (const auto& [t, bytes] : memory) {
     events.push_back({{"name", "device memory"}, {"ph", "C"}, {"pid", 0}, {"ts", t * 1e6}, {"args", {{"bytes", bytes}}}});
   }
   nlohmann::ordered_json doc;
@@ -30,12 +32,12 @@ std::string perfetto_trace(const StepSimulation& step) {
   return doc.dump();
 }
 
-std::string timeline_csv(const StepSimulation& step) {
+std::string memory_timeline_csv(const MemoryTimeline& memory) {
   std::ostringstream out;
   out << "time_s,rank,bytes_in_use\n";
   out.precision(9);
-  for (const auto& [t, bytes] : step.memory_timeline) out << t << ",0," << bytes << "\n";
+  for (const auto& [t, bytes] : memory) out << t << ",0," << bytes << "\n";
   return out.str();
 }
 
-}  // namespace memtwin::sim
+}  // namespace memtwin
