@@ -1,6 +1,7 @@
 #include "hw/hw_backend.h"
 
 #include <algorithm>
+#include <functional>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -8,6 +9,7 @@
 #include <sstream>
 
 #include "hw/caching_allocator.h"
+#include "hw/cuda/cuda_device.h"
 #include "hw/host/host_kernels.h"
 #include "hw/host/serving_engine.h"
 #include "hw/host/mpi_collectives.h"
@@ -40,6 +42,50 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
+// What a training step runs on: kernels, collectives, raw memory, and what the operating system or
+// the driver says is in use (apart from the allocator's books).
+struct Device {
+  std::unique_ptr<hw::DeviceKernels> kernels;
+  std::unique_ptr<hw::Collectives> collectives;
+  hw::RawMemory memory;
+  std::function<std::int64_t()> in_use, peak;
+  std::function<void()> reset_peak;
+  std::string description, measured_by;
+};
+
+Device open_device(const std::string& name, const Scenario& s, const Plan& plan, int rank) {
+  Device d;
+  if (name == "host") {
+    d.kernels = std::make_unique<hw::HostKernels>();
+    d.collectives = std::make_unique<hw::MpiCollectives>(plan, rank);
+    d.memory = host_memory();
+    d.in_use = hw::resident_bytes;
+    d.peak = hw::peak_resident_bytes;
+    d.reset_peak = [] { hw::reset_peak_resident(); };
+    d.description = "the host device (one core and one OpenBLAS thread per rank)";
+    d.measured_by = "process peak resident set (VmHWM)";
+    return d;
+  }
+#ifdef MEMTWIN_HAVE_CUDA
+  const int gpu = hw::select_cuda_device();
+  auto host = std::make_shared<hw::HostKernels>();  // an offloaded optimizer runs on the CPU
+  d.kernels = hw::make_cuda_kernels(gpu, s.training->precision, [host](double params) { host->adam(params); });
+  d.collectives = hw::make_nccl_collectives(plan, rank, gpu);
+  d.memory = hw::cuda_memory(gpu);
+  // The caching allocator never hands memory back during a run, so what the driver reports after
+  // the steps is its peak (plus the context and libraries).
+  d.in_use = [gpu] { return hw::cuda_memory_in_use(gpu); };
+  d.peak = d.in_use;
+  d.reset_peak = [] {};
+  d.description = "CUDA device " + std::to_string(gpu) + " (cuBLAS, NCCL)";
+  d.measured_by = "device memory in use as the driver reports it (cudaMemGetInfo)";
+  return d;
+#else
+  (void)s;
+  throw Unsupported("this memtwin was built without CUDA (nvcc was not found), so --device cuda cannot run");
+#endif
+}
+
 class HwBackend final : public Backend {
  public:
   explicit HwBackend(HwOptions o) : options_(std::move(o)) {}
@@ -49,11 +95,12 @@ class HwBackend final : public Backend {
   }
 
   RunResult run(const Scenario& s) override {
-    if (options_.device == "cuda") {
-      throw Unsupported("--device cuda does not execute plans yet; on a GPU machine scripts/gpu-check.sh measures "
-                        "the device and the KV kernels, and --device host runs the predict-measure loop on CPUs");
+    if (options_.device != "host" && options_.device != "cuda") {
+      throw Unsupported("unknown device '" + options_.device + "'; devices: " + kHwDevices);
     }
-    if (options_.device != "host") throw Unsupported("unknown device '" + options_.device + "'; devices: " + kHwDevices);
+    if (options_.device == "cuda" && !s.training) {
+      throw Unsupported("serving on --device cuda is not built yet (the CUDA KV kernels are; the engine runs on --device host)");
+    }
     return s.training ? run_training(s) : run_serving(s);
   }
 
@@ -108,11 +155,12 @@ class HwBackend final : public Backend {
     }
     hw::use_one_core();
     const Program& program = plan.programs[static_cast<std::size_t>(plan.program_of_rank[static_cast<std::size_t>(mpi.rank)])];
-    hw::HostKernels kernels;
-    hw::MpiCollectives collectives(plan, mpi.rank);
-    hw::CachingAllocator allocator(s.cluster.gpu.memory.count(), host_memory());
-    const std::int64_t baseline = hw::resident_bytes();  // the runtime: process, libraries, workspaces
-    hw::reset_peak_resident();
+    Device device = open_device(options_.device, s, plan, mpi.rank);
+    hw::DeviceKernels& kernels = *device.kernels;
+    hw::Collectives& collectives = *device.collectives;
+    hw::CachingAllocator allocator(s.cluster.gpu.memory.count(), device.memory);
+    const std::int64_t baseline = device.in_use();  // the runtime: process or context, libraries, workspaces
+    device.reset_peak();
 
     RunResult r;
     r.backend = name();
@@ -125,7 +173,7 @@ class HwBackend final : public Backend {
       for (int step = 0; step <= options_.steps; ++step) {
         hw::check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
         last = executor.run_step();
-        if (last.oom) return out_of_memory(s, plan, r, last, allocator, baseline, mpi);
+        if (last.oom) return out_of_memory(s, plan, r, last, allocator, baseline, device.peak(), mpi);
         double slowest = last.step_s;
         hw::check_mpi(MPI_Allreduce(MPI_IN_PLACE, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
         if (step == 0) first_step = allocator.stats();
@@ -133,7 +181,7 @@ class HwBackend final : public Backend {
       }
     }
     // Peaks over the ranks: the most loaded rank is the one that would run out first.
-    std::int64_t peaks[4] = {hw::peak_resident_bytes(), first_step.peak_allocated, first_step.peak_reserved, baseline};
+    std::int64_t peaks[4] = {device.peak(), first_step.peak_allocated, first_step.peak_reserved, baseline};
     hw::check_mpi(MPI_Allreduce(MPI_IN_PLACE, peaks, 4, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
 
     r.metrics["model"] = model_report(s);
@@ -144,7 +192,7 @@ class HwBackend final : public Backend {
     gpu["allocated_peak_bytes"] = peaks[1];
     gpu["reserved_peak_bytes"] = peaks[2];
     gpu["runtime_bytes"] = peaks[3];
-    gpu["measured_by"] = "process peak resident set (VmHWM) of the busiest rank; allocated/reserved from the caching allocator";
+    gpu["measured_by"] = device.measured_by + " of the busiest rank; allocated/reserved from the caching allocator";
     r.metrics["memory"]["gpu"] = gpu;
 
     const Training& t = *s.training;
@@ -168,9 +216,8 @@ class HwBackend final : public Backend {
                              {"warmup_steps", 1},
                              {"plan_hash", plan.hash_hex()},
                              {"plan", plan.description}};
-    r.notes.push_back("measured on the host device: " + std::to_string(plan.ranks()) +
-                      " MPI rank(s), one OpenBLAS thread each; time is the median of " + std::to_string(options_.steps) +
-                      " steps after a warm-up step");
+    r.notes.push_back("measured on " + device.description + ": " + std::to_string(plan.ranks()) +
+                      " MPI rank(s); time is the median of " + std::to_string(options_.steps) + " steps after a warm-up step");
     r.files["op_times.csv"] = op_times_csv(program, last);
     // The same trace and timeline files as the simulator's, rank 0's last step; the timeline counts
     // the runtime (the process before the plan's tensors) as the simulator counts its tensor.
@@ -181,7 +228,7 @@ class HwBackend final : public Backend {
       events.push_back({0, op.stream, op.name, last.ops[i].start_s, last.ops[i].end_s});
     }
     MemoryTimeline memory;
-    for (const auto& [t, bytes] : last.memory) memory.emplace_back(t, bytes + baseline);
+    for (const auto& [at, bytes] : last.memory) memory.emplace_back(at, bytes + baseline);
     r.files["trace.json"] = perfetto_step_trace(events, memory);
     r.files["timeline.csv"] = memory_timeline_csv(memory);
     return r;
@@ -201,12 +248,13 @@ class HwBackend final : public Backend {
 
   // The rank that ran out reports it and stops the others, which would otherwise wait for it.
   RunResult out_of_memory(const Scenario& s, const Plan& plan, RunResult& r, const hw::StepExecution& step,
-                          const hw::CachingAllocator& allocator, std::int64_t baseline, hw::MpiSession& mpi) {
+                          const hw::CachingAllocator& allocator, std::int64_t baseline, std::int64_t peak,
+                          hw::MpiSession& mpi) {
     const auto& o = *step.oom;
     r.primary = true;
     r.fits = false;
     r.metrics["model"] = model_report(s);
-    r.metrics["memory"]["gpu"] = {{"peak_bytes", hw::peak_resident_bytes()},
+    r.metrics["memory"]["gpu"] = {{"peak_bytes", peak},
                                   {"capacity_bytes", s.cluster.gpu.memory.count()},
                                   {"fits", false},
                                   {"reserved_peak_bytes", allocator.stats().peak_reserved},

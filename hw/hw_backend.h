@@ -5,7 +5,9 @@
 //          streams, MPI collectives, page-touched host memory through the caching allocator;
 //          serving: one process running the shared scheduler over a real model and paged KV cache
 //          (hw/host/serving_engine.h)
-//   cuda   not executable yet: Unsupported names what to run instead
+//   cuda   training: one MPI rank per GPU, cuBLAS GEMMs of the plan's shapes, cudaMalloc through the
+//          caching allocator, NCCL collectives (hw/cuda/cuda_device.h; built when nvcc is found,
+//          not yet run on a GPU); serving: Unsupported
 // A plan with several ranks runs under an MPI launcher with that many processes (`memtwin validate`
 // starts them itself); rank 0 reports, the other ranks print nothing.
 #include <memory>

@@ -117,6 +117,13 @@ TEST_CASE("the hw backend says what it cannot run instead of running something e
   const auto cuda = run_memtwin({"run", serve, "--backend", "hw", "--device", "cuda"});
   CHECK(cuda.exit_code == 2);
   CHECK_THAT(cuda.err, Catch::Contains("--device cuda"));
+  // Without a GPU (or without CUDA in the build) a training step on --device cuda says why it cannot run.
+  const auto no_gpu = run_memtwin({"run", source_path("scenarios/validation/torch-llama-0.9b-h200.yaml"), "--backend", "hw",
+                                   "--device", "cuda"});
+  if (no_gpu.exit_code != 0) {
+    CHECK(no_gpu.exit_code == 2);
+    CHECK_THAT(no_gpu.err, Catch::Contains("--device cuda") || Catch::Contains("without CUDA"));
+  }
   const auto ranks = run_memtwin({"run", source_path("scenarios/host/train-zero3-2ranks.yaml"), "--backend", "hw"});
   CHECK(ranks.exit_code == 2);
   CHECK_THAT(ranks.err, Catch::Contains("mpirun -np 2"));

@@ -1,0 +1,32 @@
+#pragma once
+// The CUDA device of the hardware backend: the plan's compute ops as cuBLAS GEMMs of the op's
+// shapes (bf16, fp16 or fp32 as the training precision says), memory-bound ops as device copies,
+// PCIe copies to pinned host memory, device memory from cudaMalloc through the caching allocator,
+// collectives over NCCL (one communicator per role group, bootstrapped over MPI). Plain C++ header:
+// the implementation is CUDA (cuda_device.cu), built when nvcc is found (MEMTWIN_HAVE_CUDA).
+//
+// Contract as hw/device.h: each call blocks until its op is done on this rank's GPU; every stream
+// of the plan calls from its own thread, each with its own CUDA stream and cuBLAS handle.
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "hw/caching_allocator.h"
+#include "hw/device.h"
+#include "models/enums.h"
+
+namespace memtwin::hw {
+
+/// The GPU this rank uses: the launcher's local rank modulo the visible devices.
+int select_cuda_device();
+
+/// `cpu_adam(parameters)` runs an offloaded optimizer step on the host (the host device's Adam).
+std::unique_ptr<DeviceKernels> make_cuda_kernels(int device, Precision precision, std::function<void(double)> cpu_adam);
+RawMemory cuda_memory(int device);
+/// Device memory in use as the driver reports it (total - free), bytes.
+std::int64_t cuda_memory_in_use(int device);
+/// NCCL communicators for this rank's groups; throws when NCCL was not found at build time and
+/// the plan has collectives between ranks.
+std::unique_ptr<Collectives> make_nccl_collectives(const Plan& plan, int rank, int device);
+
+}  // namespace memtwin::hw

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The hardware backend's GPU check, in one go (under 8 minutes), results under OUT (default
+# ./gpu-results/validate): calibrates the GPU (scripts/gpu/probe.sh's device probe turned into a
+# calibration file), then `memtwin validate` of a training step on the GPU (--device cuda:
+# cuBLAS, cudaMalloc through the caching allocator) and of the serving scenarios on the host
+# device (the CUDA serving engine is not built yet), printing the predicted / measured / error
+# tables. Needs build/memtwin built with nvcc on the PATH (scripts/dev.sh build).
+#   scripts/gpu/validate.sh
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+out="${OUT:-$root/gpu-results}/validate"
+bin="${MEMTWIN_BINARY:-$root/build/memtwin}"
+mkdir -p "$out"
+export LD_LIBRARY_PATH="/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$out/nvidia-smi.csv" 2>&1
+if [ ! -x "$bin" ] || ldd "$bin" | grep -q "not found"; then
+  echo "memtwin is not built or cannot load its libraries: run scripts/dev.sh build on this machine" | tee "$out/status.txt"
+  exit 2
+fi
+# 1. Calibration: the device probe (GEMM, copies, PCIe, context and NCCL memory), as a calibration file.
+OUT="$out/probe" timeout 240 "$root/scripts/gpu/probe.sh" > "$out/probe.log" 2>&1
+echo "probe exit $?" | tee -a "$out/status.txt"
+calibration="$out/probe/calibration.yaml"
+# 2. A training step on the GPU: the 0.9B Llama of scenarios/validation, bf16, one GPU.
+timeout 150 "$bin" validate "$root/scenarios/validation/torch-llama-0.9b-h200.yaml" --device cuda \
+  --set cluster.calibration="$calibration" --out "$out/train" > "$out/train.txt" 2>&1
+echo "validate training (cuda) exit $?" | tee -a "$out/status.txt"
+# 3. Serving, on the host device of the same machine (calibrated for it).
+"$bin" calibrate --device host --ranks 1 --out "$out/host-1rank.yaml" > "$out/host-calibration.txt" 2>&1
+for kv in fp16 int4; do
+  timeout 60 "$bin" validate "$root/scenarios/host/serve-$kv-kv.yaml" --set cluster.calibration="$out/host-1rank.yaml" \
+    --out "$out/serve-$kv" > "$out/serve-$kv.txt" 2>&1
+  echo "validate serving $kv (host) exit $?" | tee -a "$out/status.txt"
+done
+cat "$out/status.txt" "$out/train.txt" "$out"/serve-*.txt
