@@ -55,16 +55,9 @@ class CudaKernels final : public DeviceKernels {
     switch (op.compute_class) {
       case ComputeClass::gemm:
       case ComputeClass::attention: {
-        double pass = 0;
-        for (const auto& g : op.gemms) pass += g.flops();
-        if (pass <= 0) {
-          device_copy(t, op.bytes / 2);
-          break;
-        }
-        for (GemmShape g : op.gemms) {
-          g.count = std::llround(static_cast<double>(g.count) * op.flops / pass);
-          gemm(t, g);
-        }
+        const auto gemms = gemms_for_op_flops(op);
+        if (gemms.empty()) device_copy(t, op.bytes / 2);  // no shapes: a memory-bound op
+        for (const auto& g : gemms) gemm(t, g);
         break;
       }
       case ComputeClass::elementwise: device_copy(t, op.bytes / 2); break;

@@ -100,17 +100,9 @@ void HostKernels::compute(const Op& op) {
   switch (op.compute_class) {
     case ComputeClass::gemm:
     case ComputeClass::attention: {
-      double pass = 0;
-      for (const auto& g : op.gemms) pass += g.flops();
-      if (pass <= 0) {
-        stream(op.bytes);  // no shapes: a memory-bound op
-        return;
-      }
-      const double repeat = op.flops / pass;
-      for (GemmShape g : op.gemms) {
-        g.count = std::llround(static_cast<double>(g.count) * repeat);
-        gemm(g);
-      }
+      const auto gemms = gemms_for_op_flops(op);
+      if (gemms.empty()) stream(op.bytes);  // no shapes: a memory-bound op
+      for (const auto& g : gemms) gemm(g);
       return;
     }
     case ComputeClass::elementwise: stream(op.bytes); return;

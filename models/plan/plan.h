@@ -8,6 +8,7 @@
 // communicator role ("dp", "tp"); the plan maps each rank's roles to concrete groups, so data-parallel
 // ranks share one program. Memory is explicit: alloc and free ops carry tensor names and bytes, so
 // a backend's accounting allocator sees every byte the memory model counts.
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -63,6 +64,11 @@ struct Op {
   // copy over PCIe
   CopyDirection direction = CopyDirection::device_to_host;
 };
+
+/// The GEMMs a backend runs for a gemm or attention op: its shapes, their counts scaled so that
+/// they perform the op's FLOPs (a backward twice its forward's, causal attention half its full
+/// products). Empty when the op carries no shapes (a backend treats it as memory-bound).
+std::vector<GemmShape> gemms_for_op_flops(const Op& op);
 
 /// One program shared by every rank of a kind (all data-parallel ranks of a stage, say).
 struct Program {
