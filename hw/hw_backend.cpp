@@ -66,24 +66,21 @@ Device open_device(const std::string& name, const Scenario& s, const Plan& plan,
     d.measured_by = "process peak resident set (VmHWM)";
     return d;
   }
-#ifdef MEMTWIN_HAVE_CUDA
-  const int gpu = hw::select_cuda_device();
+  const hw::CudaDeviceApi& cuda = hw::cuda_device();
+  const int gpu = cuda.select_device();
   auto host = std::make_shared<hw::HostKernels>();  // an offloaded optimizer runs on the CPU
-  d.kernels = hw::make_cuda_kernels(gpu, s.training->precision, [host](double params) { host->adam(params); });
-  d.collectives = hw::make_nccl_collectives(plan, rank, gpu);
-  d.memory = hw::cuda_memory(gpu);
+  d.kernels = cuda.make_kernels(gpu, s.training->precision, [host](double params) { host->adam(params); });
+  d.collectives = cuda.make_collectives(plan, rank, gpu);
+  d.memory = cuda.memory(gpu);
   // The caching allocator never hands memory back during a run, so what the driver reports after
   // the steps is its peak (plus the context and libraries).
-  d.in_use = [gpu] { return hw::cuda_memory_in_use(gpu); };
+  auto in_use = cuda.in_use;
+  d.in_use = [in_use, gpu] { return in_use(gpu); };
   d.peak = d.in_use;
   d.reset_peak = [] {};
   d.description = "CUDA device " + std::to_string(gpu) + " (cuBLAS, NCCL)";
   d.measured_by = "device memory in use as the driver reports it (cudaMemGetInfo)";
   return d;
-#else
-  (void)s;
-  throw Unsupported("this memtwin was built without CUDA (nvcc was not found), so --device cuda cannot run");
-#endif
 }
 
 class HwBackend final : public Backend {

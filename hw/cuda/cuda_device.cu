@@ -263,8 +263,6 @@ class NcclCollectives final : public Collectives {
 };
 #endif
 
-}  // namespace
-
 int select_cuda_device() {
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
@@ -317,4 +315,12 @@ std::unique_ptr<Collectives> make_nccl_collectives(const Plan& plan, int rank, i
 #endif
 }
 
+}  // namespace
 }  // namespace memtwin::hw
+
+extern "C" const memtwin::hw::CudaDeviceApi* memtwin_cuda_device_api() {
+  using namespace memtwin::hw;
+  static const CudaDeviceApi api{select_cuda_device, make_cuda_kernels, cuda_memory, cuda_memory_in_use,
+                                 make_nccl_collectives};
+  return &api;
+}

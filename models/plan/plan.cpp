@@ -67,15 +67,6 @@ std::uint64_t Plan::hash() const {
   return f.value();
 }
 
-std::vector<GemmShape> gemms_for_op_flops(const Op& op) {
-  double pass = 0;
-  for (const auto& g : op.gemms) pass += g.flops();
-  if (pass <= 0) return {};
-  std::vector<GemmShape> scaled = op.gemms;
-  for (auto& g : scaled) g.count = std::llround(static_cast<double>(g.count) * op.flops / pass);
-  return scaled;
-}
-
 std::string Plan::hash_hex() const {
   char buf[20];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(hash()));

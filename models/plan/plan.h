@@ -67,8 +67,16 @@ struct Op {
 
 /// The GEMMs a backend runs for a gemm or attention op: its shapes, their counts scaled so that
 /// they perform the op's FLOPs (a backward twice its forward's, causal attention half its full
-/// products). Empty when the op carries no shapes (a backend treats it as memory-bound).
-std::vector<GemmShape> gemms_for_op_flops(const Op& op);
+/// products). Empty when the op carries no shapes (a backend treats it as memory-bound). Inline: the
+/// CUDA device module uses it without linking the models.
+inline std::vector<GemmShape> gemms_for_op_flops(const Op& op) {
+  double pass = 0;
+  for (const auto& g : op.gemms) pass += g.flops();
+  if (pass <= 0) return {};
+  std::vector<GemmShape> scaled = op.gemms;
+  for (auto& g : scaled) g.count = std::llround(static_cast<double>(g.count) * op.flops / pass);
+  return scaled;
+}
 
 /// One program shared by every rank of a kind (all data-parallel ranks of a stage, say).
 struct Program {
