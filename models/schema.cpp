@@ -233,7 +233,8 @@ void declare_inference(Table& t) {
   t.add("inference.serving.gpu_memory_utilization", K::number, "0.9", "fraction of GPU memory the engine may use")
       .above(0).at_most(1);
   t.add("inference.serving.chunked_prefill", K::boolean, "true", "split long prompts across iterations");
-  t.add("inference.serving.prefix_caching", K::boolean, "false", "reuse KV blocks of shared prefixes");
+  t.add("inference.serving.prefix_caching", K::boolean, "false",
+        "share the KV blocks of cached prompt prefixes (vLLM automatic prefix caching; uncompressed or group-quantised caches)");
   t.add("inference.serving.preemption", K::choice, "recompute", "what happens to a preempted sequence's KV")
       .choices(names(kPreemptionNames));
   t.add("inference.serving.cuda_graphs", K::boolean, "true", "capture decode in CUDA graphs (costs a memory pool)");
@@ -270,8 +271,10 @@ void declare_inference(Table& t) {
   declare_length(t, "inference.workload.prompt_tokens", "prompt");
   declare_length(t, "inference.workload.output_tokens", "output");
   t.add("inference.workload.trace", K::path, none, "CSV trace; replaces arrival, rate, requests and lengths");
-  t.add("inference.workload.shared_prefix.groups", K::integer, "0", "groups of requests sharing a prefix").at_least(0);
-  t.add("inference.workload.shared_prefix.tokens", K::integer, "0", "length of each shared prefix").at_least(0);
+  t.add("inference.workload.shared_prefix.groups", K::integer, "0",
+        "groups of requests sharing a prefix; each request joins one at random").at_least(0);
+  t.add("inference.workload.shared_prefix.tokens", K::integer, "0",
+        "length of each group's prefix, placed before the request's own drawn prompt").at_least(0);
   t.add("inference.slo.ttft_p99", K::duration, none, "target p99 time to first token").above(0);
   t.add("inference.slo.tpot_p99", K::duration, none, "target p99 time per output token").above(0);
   t.add("inference.slo.e2e_p99", K::duration, none, "target p99 end-to-end latency").above(0);

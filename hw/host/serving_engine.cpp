@@ -338,6 +338,9 @@ void require_host_serving_support(const Scenario& s) {
     throw Unsupported("the host device computes in fp32 (OpenBLAS sgemm): set inference.weights.dtype: fp32");
   }
   if (s.model.experts > 1) throw Unsupported("the host serving engine runs dense models, not mixture-of-experts");
+  if (inf.serving.prefix_caching && inf.workload.shared_prefix_groups > 0) {
+    throw Unsupported("the host serving engine does not share prefix blocks yet; prefix caching is simulated only");
+  }
   if (!s.model.architecture_known) throw Unsupported("serving on a device needs the model's architecture");
   kv_format(s);
 }

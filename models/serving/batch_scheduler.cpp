@@ -16,6 +16,8 @@ ServingRun start_serving_run(const std::vector<Request>& requests) {
     r.prompt_tokens = requests[i].prompt_tokens;
     r.output_tokens = requests[i].output_tokens;
     r.arrival_s = requests[i].arrival_s;
+    r.prefix_group = requests[i].prefix_group;
+    r.prefix_tokens = requests[i].prefix_tokens;
   }
   return run;
 }
@@ -29,10 +31,15 @@ std::string serving_plan_hash(const Scenario& s, const std::vector<Request>& req
     f.add(r.arrival_s);
     f.add(static_cast<std::int64_t>(r.prompt_tokens));
     f.add(static_cast<std::int64_t>(r.output_tokens));
+    if (r.prefix_group >= 0) {
+      f.add(static_cast<std::int64_t>(r.prefix_group));
+      f.add(static_cast<std::int64_t>(r.prefix_tokens));
+    }
   }
   for (std::int64_t v : {capacity_blocks, std::int64_t{sv.replicas}, std::int64_t{sv.max_num_seqs},
                          std::int64_t{sv.max_num_batched_tokens}, std::int64_t{sv.block_size}, std::int64_t{sv.chunked_prefill},
-                         static_cast<std::int64_t>(sv.preemption), static_cast<std::int64_t>(s.inference->kv_cache.compression.method)})
+                         static_cast<std::int64_t>(sv.preemption), static_cast<std::int64_t>(s.inference->kv_cache.compression.method),
+                         std::int64_t{sv.prefix_caching}})
     f.add(v);
   f.add(block_bytes);
   return f.hex();
@@ -41,7 +48,11 @@ std::string serving_plan_hash(const Scenario& s, const std::vector<Request>& req
 BatchScheduler::BatchScheduler(int replica, const Scenario& s, const KvCompressor& kv, ServingRun& out,
                                std::int64_t capacity_blocks, double block_bytes)
     : index_(replica), s_(s), kv_(kv), out_(out), capacity_(capacity_blocks), block_bytes_(block_bytes),
-      last_token_(out.requests.size(), 0.0) {}
+      last_token_(out.requests.size(), 0.0) {
+  const KvCompression m = s.inference->kv_cache.compression.method;
+  share_prefixes_ = s.inference->serving.prefix_caching &&
+                    (m == KvCompression::none || m == KvCompression::int8 || m == KvCompression::int4 || m == KvCompression::int2);
+}
 
 void BatchScheduler::enqueue(std::size_t record, int prompt) { waiting_.push_back(Sequence{record, prompt, 0, 0, 0, false}); }
 
@@ -63,15 +74,15 @@ std::optional<ScheduledIteration> BatchScheduler::schedule() {
         ++i;
         continue;
       }
-      const std::int64_t need = blocks_for(q, q.prefilled, q.generated + 1) - q.blocks;
-      while (need > capacity_ - used_ && !running_.empty()) {
+      const std::int64_t need = blocks_for(q, q.prefilled, q.generated + 1) - (q.blocks + q.shared);
+      while (need > free_blocks() && !running_.empty()) {
         const bool self = &running_.back() == &q;
         preempt_newest(it);
         if (self) break;
       }
       if (i >= running_.size() || &running_[i] != &q) continue;  // q itself was preempted
-      if (need > capacity_ - used_) break;
-      grow(q, q.blocks + need);
+      if (need > free_blocks()) break;
+      grow(q, q.blocks + q.shared + need);
       it.decoding.push_back(&q);
       --budget;
       ++i;
@@ -84,7 +95,7 @@ std::optional<ScheduledIteration> BatchScheduler::schedule() {
       if (chunk > budget) return false;
       const std::int64_t target = blocks_for(q, q.prefilled + chunk, 0);
       const std::int64_t watermark = admitting ? static_cast<std::int64_t>(std::ceil(0.01 * capacity_)) : 0;
-      if (target - q.blocks > capacity_ - used_ - watermark) return false;
+      if (target - (q.blocks + q.shared) > free_blocks() - watermark) return false;
       grow(q, target);
       it.load.prefill_attention += chunk * (q.prefilled + chunk / 2.0);
       it.load.prefill_tokens += chunk;
@@ -102,11 +113,12 @@ std::optional<ScheduledIteration> BatchScheduler::schedule() {
       const std::int64_t watermark = static_cast<std::int64_t>(std::ceil(0.01 * capacity_));
       if (q.swapped) {
         // Swapped out while decoding: its blocks come back over PCIe, then it decodes again.
-        if (q.blocks > capacity_ - used_ - watermark) break;
+        if (q.blocks > free_blocks() - watermark) break;
+        evict_cached_prefixes(q.blocks);
         it.swap_in_bytes += q.blocks * block_bytes_;
         swapped_in_bytes_ += q.blocks * block_bytes_;
         used_ += q.blocks;
-        out_.peak_blocks_used = std::max(out_.peak_blocks_used, used_);
+        note_peak();
         q.swapped = false;
         running_.push_back(q);
         waiting_.pop_front();
@@ -120,7 +132,17 @@ std::optional<ScheduledIteration> BatchScheduler::schedule() {
         if (on_finish) on_finish(record);
         continue;
       }
-      if (!try_prefill(q, true)) break;
+      const bool fresh = q.prefilled == 0 && q.shared == 0;
+      const int cached_before = out_.requests[q.record].cached_tokens;
+      if (fresh) attach_prefix(q);
+      if (!try_prefill(q, true)) {
+        if (fresh) {  // not admitted after all: leave the cache as it was
+          release_prefix(q);
+          q.prefilled = 0;
+          out_.requests[q.record].cached_tokens = cached_before;
+        }
+        break;
+      }
       running_.push_back(q);
       it.prefilling.back() = &running_.back();
       waiting_.pop_front();
@@ -147,11 +169,16 @@ void BatchScheduler::complete(const ScheduledIteration& it, double started, doub
   for (std::size_t i = 0; i < it.prefilling.size(); ++i) {
     Sequence& q = *it.prefilling[i];
     q.prefilled += it.chunks[i];
+    if (q.shared > 0) {
+      auto p = prefixes_.find(out_.requests[q.record].prefix_group);
+      if (p != prefixes_.end() && !p->second.ready && q.prefilled >= p->second.blocks * s_.inference->serving.block_size)
+        p->second.ready = true;
+    }
     if (q.prefilled == q.prompt && q.generated == 0) token(q, now);  // the first token ends the prefill
   }
   finish_done(now);
   if (index_ == 0) {
-    out_.kv_timeline.push_back({now, static_cast<double>(used_) / capacity_, swapped_out_bytes_, swapped_in_bytes_});
+    out_.kv_timeline.push_back({now, static_cast<double>(used_blocks()) / capacity_, swapped_out_bytes_, swapped_in_bytes_});
   }
 }
 
@@ -164,10 +191,78 @@ std::int64_t BatchScheduler::blocks_for(const Sequence& q, int prefilled, int ge
   return static_cast<std::int64_t>(std::ceil(bytes / block_bytes_));
 }
 
-void BatchScheduler::grow(Sequence& q, std::int64_t blocks) {
-  used_ += blocks - q.blocks;
-  q.blocks = blocks;
-  out_.peak_blocks_used = std::max(out_.peak_blocks_used, used_);
+void BatchScheduler::grow(Sequence& q, std::int64_t total) {
+  const std::int64_t own = std::max<std::int64_t>(0, total - q.shared);
+  evict_cached_prefixes(own - q.blocks);
+  used_ += own - q.blocks;
+  q.blocks = own;
+  note_peak();
+}
+
+void BatchScheduler::attach_prefix(Sequence& q) {
+  const RequestRecord& r = out_.requests[q.record];
+  if (!share_prefixes_ || r.prefix_group < 0) return;
+  const int block_size = s_.inference->serving.block_size;
+  // Whole blocks only, and never the prompt's last token (it is computed to sample the first one).
+  const std::int64_t shareable = std::min(r.prefix_tokens, q.prompt - 1) / block_size;
+  if (shareable <= 0) return;
+  auto p = prefixes_.find(r.prefix_group);
+  const bool created = p == prefixes_.end();
+  if (created) {
+    // The first of its group: its prefill computes the prefix, which others share once it is done.
+    // Make room first (eviction must not see the new entry, which has no blocks yet).
+    if (shareable > free_blocks()) return;
+    evict_cached_prefixes(shareable);
+    p = prefixes_.emplace(r.prefix_group, CachedPrefix{}).first;
+    p->second.blocks = shareable;
+    used_ += shareable;
+  } else if (!p->second.ready) {
+    return;  // its first sequence is still computing it: no sharing yet
+  } else if (p->second.users == 0) {
+    idle_prefix_blocks_ -= p->second.blocks;  // back in use
+  }
+  CachedPrefix& c = p->second;
+  if (!created) {
+    // A cache hit: the prefix's tokens are not prefilled again.
+    const int hit = static_cast<int>(std::min<std::int64_t>(c.blocks, shareable) * block_size);
+    q.prefilled = hit;
+    out_.requests[q.record].cached_tokens += hit;
+  }
+  q.shared = created ? shareable : std::min<std::int64_t>(c.blocks, shareable);
+  ++c.users;
+  c.last_use = ++clock_;
+  note_peak();
+}
+
+void BatchScheduler::release_prefix(Sequence& q) {
+  if (q.shared == 0) return;
+  auto p = prefixes_.find(out_.requests[q.record].prefix_group);
+  q.shared = 0;
+  if (p == prefixes_.end()) return;
+  CachedPrefix& c = p->second;
+  if (--c.users > 0) return;
+  if (!c.ready) {  // nobody finished computing it: nothing worth keeping
+    used_ -= c.blocks;
+    prefixes_.erase(p);
+    return;
+  }
+  idle_prefix_blocks_ += c.blocks;  // kept, evictable
+  c.last_use = ++clock_;
+}
+
+void BatchScheduler::evict_cached_prefixes(std::int64_t blocks) {
+  // Cached prefixes without users hold blocks that count as used; drop the least recently used
+  // until `blocks` more fit beside everything that is in use.
+  while (blocks > 0 && capacity_ - used_ < blocks && idle_prefix_blocks_ > 0) {
+    auto victim = prefixes_.end();
+    for (auto p = prefixes_.begin(); p != prefixes_.end(); ++p)
+      if (p->second.users == 0 && (victim == prefixes_.end() || p->second.last_use < victim->second.last_use)) victim = p;
+    if (victim == prefixes_.end()) break;
+    used_ -= victim->second.blocks;
+    idle_prefix_blocks_ -= victim->second.blocks;
+    ++out_.prefix_cache_evictions;
+    prefixes_.erase(victim);
+  }
 }
 
 void BatchScheduler::preempt_newest(ScheduledIteration& it) {
@@ -175,16 +270,22 @@ void BatchScheduler::preempt_newest(ScheduledIteration& it) {
   running_.pop_back();
   RequestRecord& r = out_.requests[q.record];
   if (s_.inference->serving.preemption == Preemption::swap) {
-    it.swap_out_bytes += q.blocks * block_bytes_;
-    out_.swap_bytes += 2 * q.blocks * block_bytes_;  // out now, in later
-    swapped_out_bytes_ += q.blocks * block_bytes_;
+    // Its blocks go to host memory, a shared prefix's too (as a private copy: others may keep
+    // using the cached one, or it may be evicted before this sequence returns).
+    const std::int64_t moved = q.blocks + q.shared;
+    it.swap_out_bytes += moved * block_bytes_;
+    out_.swap_bytes += 2 * moved * block_bytes_;  // out now, in later
+    swapped_out_bytes_ += moved * block_bytes_;
     ++r.swaps;
     ++out_.swaps;
     used_ -= q.blocks;  // the blocks live in host memory meanwhile
+    release_prefix(q);
+    q.blocks = moved;
     q.swapped = true;
   } else {
     used_ -= q.blocks;
     q.blocks = 0;
+    release_prefix(q);
     // Recompute: the prompt and everything generated so far are prefilled again.
     q.prompt = q.prompt + q.generated;
     q.generated = 0;
@@ -214,6 +315,7 @@ void BatchScheduler::finish_done(double now) {
     if (q.prefilled >= q.prompt && total_generated >= r.output_tokens) {
       r.finish_s = now;
       used_ -= q.blocks;
+      release_prefix(q);
       const std::size_t record = q.record;
       running_.erase(running_.begin() + static_cast<long>(i));
       if (on_finish) on_finish(record);

@@ -8,13 +8,18 @@
 // blocks sized by the scenario's compressor, with a 1% free-block watermark on admission; when a
 // decode needs a block and none is free, the newest running sequence is preempted (recompute, or
 // swap to host memory over PCIe), possibly the decoding one itself. A prompt that can never fit is
-// rejected.
+// rejected. With `prefix_caching`, the full blocks of a shared prompt prefix are computed once and
+// shared (vLLM's automatic prefix caching): a request whose group's prefix is cached skips its
+// prefill, and the blocks stay cached after their last user finishes, evicted least recently used
+// first when blocks run out. Prefixes are shared only in caches whose blocks hold whole tokens
+// (uncompressed or group-quantised: methods that select per sequence keep private copies).
 //
 // Contract: `schedule` then `complete` for each iteration, nothing else in between except
 // `enqueue` (arrivals); the Sequence pointers of an Iteration stay valid until `complete`.
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <optional>
 #include <vector>
 
@@ -31,7 +36,8 @@ struct Sequence {
   int prompt = 0;          ///< tokens to prefill (prompt, plus generated ones after a recompute)
   int prefilled = 0;
   int generated = 0;
-  std::int64_t blocks = 0;
+  std::int64_t blocks = 0;  ///< KV blocks of its own
+  std::int64_t shared = 0;  ///< blocks of a cached shared prefix it reads (counted once, in the cache)
   bool swapped = false;
 };
 
@@ -61,7 +67,8 @@ class BatchScheduler {
 
   void enqueue(std::size_t record, int prompt);
   [[nodiscard]] std::size_t outstanding() const { return waiting_.size() + running_.size(); }
-  [[nodiscard]] std::int64_t used_blocks() const { return used_; }
+  /// KV blocks in use (cached prefixes without users are evictable, so not in use).
+  [[nodiscard]] std::int64_t used_blocks() const { return used_ - idle_prefix_blocks_; }
   /// Sequences holding KV blocks now (swapped ones hold none).
   [[nodiscard]] const std::deque<Sequence>& running() const { return running_; }
 
@@ -76,7 +83,15 @@ class BatchScheduler {
 
  private:
   std::int64_t blocks_for(const Sequence& q, int prefilled, int generated) const;
-  void grow(Sequence& q, std::int64_t blocks);
+  /// Grows `q` to `total` blocks (shared ones included), evicting cached prefixes if it must.
+  void grow(Sequence& q, std::int64_t total);
+  /// Blocks free for new allocations (cached prefixes nobody uses count as free: evictable).
+  [[nodiscard]] std::int64_t free_blocks() const { return capacity_ - used_ + idle_prefix_blocks_; }
+  void note_peak() { out_.peak_blocks_used = std::max(out_.peak_blocks_used, used_blocks()); }
+  /// A fresh sequence of a prefix group joins the group's cached prefix, or starts one.
+  void attach_prefix(Sequence& q);
+  void release_prefix(Sequence& q);
+  void evict_cached_prefixes(std::int64_t blocks);
   void preempt_newest(ScheduledIteration& it);
   void token(Sequence& q, double now);
   void finish_done(double now);
@@ -91,6 +106,19 @@ class BatchScheduler {
   std::deque<Sequence> waiting_;
   std::deque<Sequence> running_;
   std::vector<double> last_token_;  // by request record
+
+  // The prefix cache: per group, its shared blocks, how many sequences read them, whether their
+  // KV is computed yet (its first sequence prefilled past them), and when last used (for LRU).
+  struct CachedPrefix {
+    std::int64_t blocks = 0;
+    int users = 0;
+    bool ready = false;
+    std::uint64_t last_use = 0;
+  };
+  bool share_prefixes_ = false;
+  std::map<int, CachedPrefix> prefixes_;
+  std::int64_t idle_prefix_blocks_ = 0;  // blocks of cached prefixes without users (evictable, inside used_)
+  std::uint64_t clock_ = 0;
 };
 
 }  // namespace memtwin

@@ -80,7 +80,7 @@ int draw_length(const LengthDistribution& d, Sampler& s) {
 std::vector<Request> generate_requests(const Inference& inf, std::uint64_t seed) {
   const WorkloadSpec& w = inf.workload;
   if (!w.trace.empty()) return read_trace(w.trace);
-  Sampler arrivals(seed * 2 + 1), lengths(seed * 2 + 2);
+  Sampler arrivals(seed * 2 + 1), lengths(seed * 2 + 2), groups(seed * 2 + 3);
   std::vector<Request> out;
   out.reserve(static_cast<std::size_t>(w.requests));
   double t = 0;
@@ -99,6 +99,11 @@ std::vector<Request> generate_requests(const Inference& inf, std::uint64_t seed)
       r.arrival_s = t;
     }
     r.prompt_tokens = std::min(draw_length(w.prompt_tokens, lengths), limit - 1);
+    if (w.shared_prefix_groups > 0) {
+      r.prefix_group = static_cast<int>(groups.next() % static_cast<std::uint64_t>(w.shared_prefix_groups));
+      r.prompt_tokens = std::min(w.shared_prefix_tokens + r.prompt_tokens, limit - 1);
+      r.prefix_tokens = std::min(w.shared_prefix_tokens, r.prompt_tokens);
+    }
     r.output_tokens = std::max(1, std::min(draw_length(w.output_tokens, lengths), limit - r.prompt_tokens));
     out.push_back(r);
   }

@@ -16,6 +16,8 @@ struct Request {
   double arrival_s = 0;
   int prompt_tokens = 0;
   int output_tokens = 0;
+  int prefix_group = -1;  ///< shared-prefix group, -1 for none
+  int prefix_tokens = 0;  ///< leading prompt tokens the group shares
 };
 
 /// A deterministic 64-bit generator (SplitMix64) with the samplers the workload needs.
@@ -33,7 +35,10 @@ class Sampler {
 };
 
 /// All requests of an open-loop workload, or `count` requests with arrival 0 for closed loop.
-/// Lengths are clamped to [1, max_model_len - 1] prompt and at least 1 output token.
+/// Lengths are clamped to [1, max_model_len - 1] prompt and at least 1 output token. With shared
+/// prefixes, each request joins one of the groups uniformly at random and its prompt is the
+/// group's prefix followed by its own drawn prompt (drawn from a stream of its own, so the other
+/// draws do not change).
 std::vector<Request> generate_requests(const Inference& inference, std::uint64_t seed);
 
 /// Reads a trace CSV: a header, then `arrival_s` (or `timestamp`, rebased to the first),

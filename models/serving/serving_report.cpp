@@ -33,11 +33,14 @@ namespace {
 // the result rather than dropped silently, so nobody takes the numbers for a run with them.
 void note_unmodelled(std::vector<std::string>& notes, const Scenario& s) {
   const Inference& inf = *s.inference;
-  if (inf.serving.prefix_caching)
-    notes.push_back("inference.serving.prefix_caching: not modelled yet; every prompt was prefilled in full "
-                    "and holds its own KV blocks");
-  if (inf.workload.shared_prefix_groups > 0)
-    notes.push_back("inference.workload.shared_prefix: not generated yet; prompts were drawn independently");
+  const KvCompression m = inf.kv_cache.compression.method;
+  const bool shareable = m == KvCompression::none || m == KvCompression::int8 || m == KvCompression::int4 || m == KvCompression::int2;
+  if (inf.serving.prefix_caching && !shareable)
+    notes.push_back(std::string("inference.serving.prefix_caching: prefixes are shared only in uncompressed or group-quantised "
+                                "caches; with ") + std::string(kKvCompressionNames.name(m)) + " every prompt was prefilled in full");
+  if (inf.serving.prefix_caching && inf.workload.shared_prefix_groups == 0 && inf.workload.trace.empty())
+    notes.push_back("inference.serving.prefix_caching: the workload has no shared prefixes (inference.workload.shared_prefix), "
+                    "so nothing was found in the cache");
   if (inf.tiers.host_memory || inf.tiers.nvme)
     notes.push_back("inference.tiers: no KV tier hierarchy is modelled yet; only preemption by swap moves KV to host "
                     "memory (tiers.host_swap_bytes)");
@@ -81,6 +84,16 @@ void add_serving_results(nlohmann::ordered_json& metrics, std::vector<std::strin
   metrics["kv_cache"]["peak_utilization"] =
       run.capacity_blocks > 0 ? static_cast<double>(run.peak_blocks_used) / run.capacity_blocks : 0.0;
   metrics["tiers"] = {{"host_swap_bytes", run.swap_bytes}};
+  if (s.inference->serving.prefix_caching) {
+    std::int64_t prompt = 0, cached = 0;
+    for (const auto& r : run.requests) {
+      prompt += r.prompt_tokens;
+      cached += r.cached_tokens;
+    }
+    metrics["prefix_cache"] = {{"cached_prompt_tokens", cached},
+                               {"hit_rate", prompt > 0 ? static_cast<double>(cached) / prompt : 0.0},
+                               {"evictions", run.prefix_cache_evictions}};
+  }
   // An open-loop load above capacity: completions fall behind arrivals while requests arrive, and
   // the queue drains long after the last one.
   if (s.inference->workload.arrival != Arrival::closed_loop && run.last_arrival_s > 0 && completed > 0) {

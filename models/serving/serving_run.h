@@ -13,6 +13,8 @@ struct RequestRecord {
   int prompt_tokens = 0, output_tokens = 0;
   double arrival_s = 0, first_token_s = -1, finish_s = -1;  ///< finish_s -2: rejected
   int preemptions = 0, swaps = 0;
+  int prefix_group = -1, prefix_tokens = 0;  ///< the shared prefix the prompt starts with, if any
+  int cached_tokens = 0;                     ///< prompt tokens found in the prefix cache (not prefilled)
 };
 
 struct ServingRun {
@@ -40,6 +42,7 @@ struct ServingRun {
   std::vector<Iteration> iteration_log;  ///< the first kMaxLoggedIterations, for the trace
   static constexpr std::size_t kMaxLoggedIterations = 200000;
   double swap_bytes = 0;
+  std::int64_t prefix_cache_evictions = 0;  ///< cached prefixes dropped to make room
 };
 
 }  // namespace memtwin

@@ -10,6 +10,7 @@
 
 #include "models/scenario_loader.h"
 #include "models/serving/iteration_cost.h"
+#include "models/serving/request_stream.h"
 #include "tests/test_support.h"
 
 using namespace memtwin;
@@ -206,10 +207,59 @@ TEST_CASE("closed loop keeps the concurrency - a trace replays its arrivals", "[
 TEST_CASE("settings the serving simulation does not model yet are named in the result, not dropped", "[unit]") {
   auto plain = serve(kFp16, {"inference.workload.requests=50"});
   auto with = serve(kFp16, {"inference.workload.requests=50", "inference.serving.prefix_caching=true",
-                            "inference.workload.shared_prefix={groups: 4, tokens: 512}", "inference.tiers.host_memory=64GiB"});
+                            "inference.kv_cache.compression={method: kivi, bits: 4}", "inference.tiers.host_memory=64GiB"});
   const std::string plain_notes = plain["notes"].dump(), notes = with["notes"].dump();
-  CHECK_THAT(plain_notes, !Catch::Contains("not modelled") && !Catch::Contains("not generated"));
-  CHECK_THAT(notes, Catch::Contains("inference.serving.prefix_caching: not modelled"));
-  CHECK_THAT(notes, Catch::Contains("inference.workload.shared_prefix: not generated"));
+  CHECK_THAT(plain_notes, !Catch::Contains("prefix_caching") && !Catch::Contains("tiers"));
+  CHECK_THAT(notes, Catch::Contains("prefixes are shared only in uncompressed or group-quantised caches; with kivi"));
   CHECK_THAT(notes, Catch::Contains("inference.tiers: no KV tier hierarchy is modelled yet"));
+  CHECK(with["prefix_cache"]["hit_rate"] == 0);
+}
+
+TEST_CASE("shared prefixes start each prompt with its group's prefix, drawn apart from the other lengths", "[unit]") {
+  auto load = [](const std::vector<std::string>& sets) { return load_scenario_file(source_path(kFp16), sets).scenario; };
+  const Scenario plain = load({"inference.workload.requests=400"});
+  const Scenario shared = load({"inference.workload.requests=400", "inference.workload.shared_prefix={groups: 4, tokens: 512}"});
+  const auto a = generate_requests(*plain.inference, plain.seed), b = generate_requests(*shared.inference, shared.seed);
+  REQUIRE(a.size() == b.size());
+  std::vector<int> per_group(4, 0);
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    CHECK(b[i].arrival_s == a[i].arrival_s);  // the other draws do not move
+    CHECK(b[i].output_tokens <= a[i].output_tokens);
+    CHECK(b[i].prompt_tokens == std::min(512 + a[i].prompt_tokens, plain.inference->serving.max_model_len - 1));
+    CHECK(b[i].prefix_tokens == 512);
+    REQUIRE(b[i].prefix_group >= 0);
+    REQUIRE(b[i].prefix_group < 4);
+    ++per_group[static_cast<std::size_t>(b[i].prefix_group)];
+    CHECK(a[i].prefix_group == -1);
+  }
+  for (int n : per_group) CHECK(n > 60);  // about 100 each
+}
+
+TEST_CASE("prefix caching computes a shared prefix once: hits skip its prefill, and idle prefixes are evicted LRU",
+          "[unit]") {
+  const std::vector<std::string> load = {"inference.workload.requests=400", "inference.workload.rate=4/s",
+                                         "inference.workload.shared_prefix={groups: 4, tokens: 1000}"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), load.begin(), load.end());
+    return serve(kFp16, extra);
+  };
+  const auto off = with({}), on = with({"inference.serving.prefix_caching=true"});
+  CHECK_FALSE(off.contains("prefix_cache"));
+  // Every request but the first of each group finds the prefix's whole blocks (992 of its 1,000
+  // tokens) in the cache; nothing is evicted from a pool this large.
+  const auto& cache = on["prefix_cache"];
+  CHECK(cache["cached_prompt_tokens"] == (400 - 4) * 992);
+  CHECK(cache["evictions"] == 0);
+  CHECK(cache["hit_rate"].get<double>() > 0.2);
+  CHECK(on["latency_s"]["ttft"]["p50"].get<double>() < 0.7 * off["latency_s"]["ttft"]["p50"].get<double>());
+  CHECK(on["kv_cache"]["peak_utilization"].get<double>() < off["kv_cache"]["peak_utilization"].get<double>());
+  CHECK(on["requests"]["completed"] == 400);
+
+  // Many groups and a small pool: idle prefixes are evicted to make room, and every request still completes.
+  const auto tight = serve(kFp16, {"inference.workload.requests=300", "inference.workload.rate=4/s",
+                                   "inference.workload.shared_prefix={groups: 200, tokens: 1000}",
+                                   "inference.serving.prefix_caching=true", "inference.kv_cache.memory=2GiB"});
+  CHECK(tight["prefix_cache"]["evictions"].get<int>() > 0);
+  CHECK(tight["requests"]["completed"] == 300);
+  CHECK(tight["kv_cache"]["peak_utilization"].get<double>() <= 1.0);
 }
