@@ -114,6 +114,12 @@ void add_serving_results(nlohmann::ordered_json& metrics, std::vector<std::strin
   if (run.rejected > 0) {
     notes.push_back(std::to_string(run.rejected) + " requests were rejected: their prompts never fit in the KV cache");
   }
+  // Neither completed nor rejected: the engine stopped with them outstanding (a scheduling dead end).
+  const std::int64_t stranded = static_cast<std::int64_t>(run.requests.size()) - completed - run.rejected;
+  if (stranded > 0) {
+    notes.push_back(std::to_string(stranded) + " requests never completed: the scheduler could run none of them and nothing "
+                    "was left to free their KV blocks; the figures cover the completed ones only");
+  }
 }
 
 std::string requests_csv(const ServingRun& run) {
