@@ -158,6 +158,7 @@ class HwBackend final : public Backend {
     hw::CachingAllocator allocator(s.cluster.gpu.memory.count(), device.memory);
     const std::int64_t baseline = device.in_use();  // the runtime: process or context, libraries, workspaces
     device.reset_peak();
+    mpi.prepare_report_claim();
 
     RunResult r;
     r.backend = name();
@@ -248,7 +249,8 @@ class HwBackend final : public Backend {
                           const hw::CachingAllocator& allocator, std::int64_t baseline, std::int64_t peak,
                           hw::MpiSession& mpi) {
     const auto& o = *step.oom;
-    r.primary = true;
+    // Every rank that ran out stops the others; only the first to claim it reports.
+    r.primary = mpi.claim_report();
     r.fits = false;
     r.metrics["model"] = model_report(s);
     r.metrics["memory"]["gpu"] = {{"peak_bytes", peak},

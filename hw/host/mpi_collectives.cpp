@@ -55,7 +55,25 @@ MpiSession::MpiSession() {
 MpiSession::~MpiSession() {
   int finalised = 0;
   MPI_Finalized(&finalised);
-  if (!finalised) MPI_Finalize();
+  if (finalised) return;
+  if (claim_window_ != MPI_WIN_NULL) MPI_Win_free(&claim_window_);
+  MPI_Finalize();
+}
+
+void MpiSession::prepare_report_claim() {
+  if (claim_window_ != MPI_WIN_NULL) return;
+  check_mpi(MPI_Win_create(&claim_counter_, sizeof claim_counter_, sizeof claim_counter_, MPI_INFO_NULL, MPI_COMM_WORLD,
+                           &claim_window_),
+            "MPI_Win_create");
+}
+
+bool MpiSession::claim_report() {
+  if (size == 1 || claim_window_ == MPI_WIN_NULL) return true;
+  long one = 1, before = 0;
+  check_mpi(MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, claim_window_), "MPI_Win_lock");
+  check_mpi(MPI_Fetch_and_op(&one, &before, MPI_LONG, 0, 0, MPI_SUM, claim_window_), "MPI_Fetch_and_op");
+  check_mpi(MPI_Win_unlock(0, claim_window_), "MPI_Win_unlock");
+  return before == 0;
 }
 
 MpiSession& MpiSession::get() {

@@ -28,9 +28,16 @@ class MpiSession {
   int rank = 0, size = 1;
   /// Stops every rank (after a rank ran out of memory or failed: the others would wait forever).
   [[noreturn]] void abort(int code) const;
+  /// Collective, before the ranks can fail: a counter on rank 0 that `claim_report` increments.
+  void prepare_report_claim();
+  /// True for exactly one of the ranks that call it (the first), without the other ranks taking
+  /// part: the rank that reports a failure while the others may be waiting in a collective.
+  bool claim_report();
   ~MpiSession();
  private:
   MpiSession();
+  MPI_Win claim_window_ = MPI_WIN_NULL;
+  long claim_counter_ = 0;
 };
 
 /// Throws naming `call` when `code` is not MPI_SUCCESS.

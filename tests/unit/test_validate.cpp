@@ -127,6 +127,24 @@ TEST_CASE("compare puts two results of one plan side by side and refuses results
   fs::remove_all(dir);
 }
 
+TEST_CASE("running out of device memory on the hardware is a result: one report, the tensor and what was free", "[unit]") {
+  const fs::path out = fs::temp_directory_path() / "memtwin-validate-oom";
+  fs::remove_all(out);
+  const auto r = run_memtwin({"validate", source_path("scenarios/host/train-zero3-2ranks.yaml"), "--set",
+                              "cluster.gpu.memory=150MiB", "--steps", "1", "--out", out.string()});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 3);
+  const auto measured = read(out / "measured" / "result.json");
+  CHECK(measured["memory"]["gpu"]["fits"] == false);
+  const auto& oom = measured["memory"]["gpu"]["out_of_memory"];
+  CHECK(oom["capacity_bytes"] == 150 << 20);
+  CHECK(oom["requested_bytes"].get<std::int64_t>() > oom["free_bytes"].get<std::int64_t>());
+  CHECK_FALSE(oom["tensor"].get<std::string>().empty());
+  const auto validation = read(out / "validation.json");
+  CHECK(validation["measured_fits"] == false);
+  fs::remove_all(out);
+}
+
 TEST_CASE("the hw backend says what it cannot run instead of running something else", "[unit]") {
   const std::string serve = source_path("scenarios/host/serve-fp16-kv.yaml");
   const auto bf16 = run_memtwin({"run", serve, "--backend", "hw", "--set", "inference.weights.dtype=bf16"});
