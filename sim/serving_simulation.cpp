@@ -51,7 +51,8 @@ class Replica {
         continue;
       }
       const double began = sg4::Engine::get_clock();
-      sg4::this_actor::sleep_for(model_.seconds(it->load) + (it->swap_out_bytes + it->swap_in_bytes) / pcie);
+      sg4::this_actor::sleep_for(model_.seconds(it->load) + (it->swap_out_bytes + it->swap_in_bytes) / pcie +
+                                 it->tier_seconds);
       scheduler_.complete(*it, began, sg4::Engine::get_clock());
     }
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "models/hash.h"
 
@@ -52,9 +53,20 @@ BatchScheduler::BatchScheduler(int replica, const Scenario& s, const KvCompresso
   const KvCompression m = s.inference->kv_cache.compression.method;
   share_prefixes_ = s.inference->serving.prefix_caching &&
                     (m == KvCompression::none || m == KvCompression::int8 || m == KvCompression::int4 || m == KvCompression::int2);
+  // A replica's share of each node's tiers: its GPUs over the node's.
+  const TierSpec& tiers = s.inference->tiers;
+  const double share = static_cast<double>(s.inference->serving.tensor_parallel * s.inference->serving.pipeline_parallel) /
+                       s.cluster.gpus_per_node;
+  if (tiers.host_memory) host_tier_.capacity_blocks = static_cast<std::int64_t>(tiers.host_memory->as_double() * share / block_bytes);
+  if (tiers.nvme) nvme_tier_.capacity_blocks = static_cast<std::int64_t>(tiers.nvme->as_double() * share / block_bytes);
 }
 
-void BatchScheduler::enqueue(std::size_t record, int prompt) { waiting_.push_back(Sequence{record, prompt, 0, 0, 0, false}); }
+void BatchScheduler::enqueue(std::size_t record, int prompt) {
+  Sequence q;
+  q.record = record;
+  q.prompt = prompt;
+  waiting_.push_back(q);
+}
 
 std::optional<ScheduledIteration> BatchScheduler::schedule() {
   const ServingSpec& sv = s_.inference->serving;
@@ -152,6 +164,8 @@ std::optional<ScheduledIteration> BatchScheduler::schedule() {
     if (running_.empty()) return std::nullopt;
     preempt_newest(it);
   }
+  it.tier_seconds = pending_tier_seconds_;
+  pending_tier_seconds_ = 0;
   for (const Sequence* q : it.decoding) {
     it.load.decode_sequences += 1;
     it.load.decode_context += static_cast<double>(kv_.kept_tokens(q->prompt, q->generated));
@@ -209,27 +223,34 @@ void BatchScheduler::attach_prefix(Sequence& q) {
   auto p = prefixes_.find(r.prefix_group);
   const bool created = p == prefixes_.end();
   if (created) {
-    // The first of its group: its prefill computes the prefix, which others share once it is done.
-    // Make room first (eviction must not see the new entry, which has no blocks yet).
+    // Not on the GPU: fetched back from a lower tier if one holds it, else the first of its group
+    // computes it and others share it once it is done. Make room first (eviction must not see the
+    // new entry, which has no blocks yet).
     if (shareable > free_blocks()) return;
     evict_cached_prefixes(shareable);
+    const auto fetched = fetch_prefix(r.prefix_group);
+    if (fetched) evict_cached_prefixes(fetched->blocks);
     p = prefixes_.emplace(r.prefix_group, CachedPrefix{}).first;
-    p->second.blocks = shareable;
-    used_ += shareable;
+    p->second.blocks = fetched ? fetched->blocks : shareable;
+    p->second.ready = fetched.has_value();
+    p->second.uses = fetched ? fetched->uses : 0;
+    used_ += p->second.blocks;
   } else if (!p->second.ready) {
     return;  // its first sequence is still computing it: no sharing yet
   } else if (p->second.users == 0) {
     idle_prefix_blocks_ -= p->second.blocks;  // back in use
   }
   CachedPrefix& c = p->second;
-  if (!created) {
+  const bool hit = !created || c.ready;  // found on the GPU, or fetched from a lower tier
+  if (hit) {
     // A cache hit: the prefix's tokens are not prefilled again.
-    const int hit = static_cast<int>(std::min<std::int64_t>(c.blocks, shareable) * block_size);
-    q.prefilled = hit;
-    out_.requests[q.record].cached_tokens += hit;
+    const int tokens = static_cast<int>(std::min<std::int64_t>(c.blocks, shareable) * block_size);
+    q.prefilled = tokens;
+    out_.requests[q.record].cached_tokens += tokens;
   }
-  q.shared = created ? shareable : std::min<std::int64_t>(c.blocks, shareable);
+  q.shared = hit ? std::min<std::int64_t>(c.blocks, shareable) : shareable;
   ++c.users;
+  ++c.uses;
   c.last_use = ++clock_;
   note_peak();
 }
@@ -250,19 +271,95 @@ void BatchScheduler::release_prefix(Sequence& q) {
   c.last_use = ++clock_;
 }
 
+bool BatchScheduler::leaves_first(std::uint64_t a_last_use, std::uint64_t a_uses, std::uint64_t b_last_use,
+                                  std::uint64_t b_uses) const {
+  if (s_.inference->tiers.policy == TierPolicy::lfu && a_uses != b_uses) return a_uses < b_uses;
+  return a_last_use < b_last_use;  // LRU, and LFU's tie-break
+}
+
 void BatchScheduler::evict_cached_prefixes(std::int64_t blocks) {
-  // Cached prefixes without users hold blocks that count as used; drop the least recently used
-  // until `blocks` more fit beside everything that is in use.
+  // Cached prefixes without users hold blocks that count as used; they leave the GPU (for a lower
+  // tier, or for good) in policy order until `blocks` more fit beside everything in use.
   while (blocks > 0 && capacity_ - used_ < blocks && idle_prefix_blocks_ > 0) {
     auto victim = prefixes_.end();
-    for (auto p = prefixes_.begin(); p != prefixes_.end(); ++p)
-      if (p->second.users == 0 && (victim == prefixes_.end() || p->second.last_use < victim->second.last_use)) victim = p;
+    for (auto p = prefixes_.begin(); p != prefixes_.end(); ++p) {
+      if (p->second.users != 0) continue;
+      if (victim == prefixes_.end() ||
+          leaves_first(p->second.last_use, p->second.uses, victim->second.last_use, victim->second.uses))
+        victim = p;
+    }
     if (victim == prefixes_.end()) break;
     used_ -= victim->second.blocks;
     idle_prefix_blocks_ -= victim->second.blocks;
     ++out_.prefix_cache_evictions;
+    offload_prefix(victim->first, victim->second.blocks, victim->second.uses);
     prefixes_.erase(victim);
   }
+}
+
+std::map<int, BatchScheduler::StoredPrefix>::iterator BatchScheduler::first_leaver(Tier& tier) const {
+  auto victim = tier.prefixes.begin();
+  for (auto p = tier.prefixes.begin(); p != tier.prefixes.end(); ++p)
+    if (leaves_first(p->second.last_use, p->second.uses, victim->second.last_use, victim->second.uses)) victim = p;
+  return victim;
+}
+
+void BatchScheduler::offload_prefix(int group, std::int64_t blocks, std::uint64_t uses) {
+  if (blocks > host_tier_.capacity_blocks) {
+    ++out_.prefixes_dropped;
+    return;
+  }
+  // Make room in host memory: its first leavers go down to NVMe when it can take them, else away.
+  while (host_tier_.capacity_blocks - host_tier_.used_blocks < blocks) {
+    const auto victim = first_leaver(host_tier_);
+    const int moved_group = victim->first;
+    const StoredPrefix moved = victim->second;
+    host_tier_.used_blocks -= moved.blocks;
+    host_tier_.prefixes.erase(victim);
+    if (moved.blocks > nvme_tier_.capacity_blocks) {
+      ++out_.prefixes_dropped;
+      continue;
+    }
+    while (nvme_tier_.capacity_blocks - nvme_tier_.used_blocks < moved.blocks) {
+      const auto gone = first_leaver(nvme_tier_);
+      nvme_tier_.used_blocks -= gone->second.blocks;
+      nvme_tier_.prefixes.erase(gone);
+      ++out_.prefixes_dropped;
+    }
+    nvme_tier_.prefixes[moved_group] = moved;
+    nvme_tier_.used_blocks += moved.blocks;
+    const double bytes = moved.blocks * block_bytes_;
+    out_.prefix_nvme_write_bytes += bytes;
+    pending_tier_seconds_ += bytes / s_.cluster.nvme->write_bandwidth.value();
+    out_.nvme_tier_peak_bytes = std::max(out_.nvme_tier_peak_bytes, nvme_tier_.used_blocks * block_bytes_);
+  }
+  host_tier_.prefixes[group] = StoredPrefix{blocks, ++clock_, uses};
+  host_tier_.used_blocks += blocks;
+  const double bytes = blocks * block_bytes_;
+  out_.prefix_offload_bytes += bytes;
+  pending_tier_seconds_ += bytes / s_.cluster.host.pcie_bandwidth.value();  // GPU to host over PCIe
+  out_.host_tier_peak_bytes = std::max(out_.host_tier_peak_bytes, host_tier_.used_blocks * block_bytes_);
+}
+
+std::optional<BatchScheduler::StoredPrefix> BatchScheduler::fetch_prefix(int group) {
+  for (Tier* tier : {&host_tier_, &nvme_tier_}) {
+    auto p = tier->prefixes.find(group);
+    if (p == tier->prefixes.end()) continue;
+    const StoredPrefix found = p->second;
+    tier->used_blocks -= found.blocks;
+    tier->prefixes.erase(p);
+    const double bytes = found.blocks * block_bytes_;
+    const double pcie = s_.cluster.host.pcie_bandwidth.value();
+    if (tier == &nvme_tier_) {
+      out_.prefix_fetch_nvme_bytes += bytes;
+      pending_tier_seconds_ += bytes / s_.cluster.nvme->read_bandwidth.value() + bytes / pcie;  // NVMe, then PCIe
+    } else {
+      out_.prefix_fetch_host_bytes += bytes;
+      pending_tier_seconds_ += bytes / pcie;
+    }
+    return found;
+  }
+  return std::nullopt;
 }
 
 void BatchScheduler::preempt_newest(ScheduledIteration& it) {

@@ -12,7 +12,12 @@
 // shared (vLLM's automatic prefix caching): a request whose group's prefix is cached skips its
 // prefill, and the blocks stay cached after their last user finishes, evicted least recently used
 // first when blocks run out. Prefixes are shared only in caches whose blocks hold whole tokens
-// (uncompressed or group-quantised: methods that select per sequence keep private copies).
+// (uncompressed or group-quantised: methods that select per sequence keep private copies). With
+// KV tiers (`inference.tiers`), a prefix evicted from the GPU moves to host memory, and from there
+// to NVMe when host memory is full, instead of being dropped; a request whose prefix is in a lower
+// tier fetches it back before its prefill (over PCIe; NVMe reads first), and the moves cost the
+// iteration their transfer time. Which prefix leaves a tier first: least recently used, or least
+// frequently used (`inference.tiers.policy`).
 //
 // Contract: `schedule` then `complete` for each iteration, nothing else in between except
 // `enqueue` (arrivals); the Sequence pointers of an Iteration stay valid until `complete`.
@@ -20,6 +25,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <optional>
 #include <optional>
 #include <vector>
 
@@ -49,6 +55,7 @@ struct ScheduledIteration {
   std::vector<int> chunks;          ///< prompt tokens each prefilling sequence computes
   double swap_out_bytes = 0;        ///< KV moved to host memory before the iteration (preemption by swap)
   double swap_in_bytes = 0;         ///< KV brought back
+  double tier_seconds = 0;          ///< cached prefixes moved between tiers before the iteration
 };
 
 /// The run's request records for these requests, in order.
@@ -92,6 +99,12 @@ class BatchScheduler {
   void attach_prefix(Sequence& q);
   void release_prefix(Sequence& q);
   void evict_cached_prefixes(std::int64_t blocks);
+  /// A prefix leaving the GPU: to host memory if there is a host tier (demoting to NVMe, or
+  /// dropping, what no longer fits there), else dropped.
+  void offload_prefix(int group, std::int64_t blocks, std::uint64_t uses);
+  struct StoredPrefix;
+  /// The prefix of `group` from a lower tier, if one holds it (it leaves the tier).
+  std::optional<StoredPrefix> fetch_prefix(int group);
   void preempt_newest(ScheduledIteration& it);
   void token(Sequence& q, double now);
   void finish_done(double now);
@@ -114,7 +127,24 @@ class BatchScheduler {
     int users = 0;
     bool ready = false;
     std::uint64_t last_use = 0;
+    std::uint64_t uses = 0;  ///< sequences that attached to it (for least-frequently-used)
   };
+  /// A prefix held in a lower tier.
+  struct StoredPrefix {
+    std::int64_t blocks = 0;
+    std::uint64_t last_use = 0, uses = 0;
+  };
+  struct Tier {
+    std::int64_t capacity_blocks = 0, used_blocks = 0;
+    std::map<int, StoredPrefix> prefixes;
+  };
+  struct Tier;
+  std::map<int, StoredPrefix>::iterator first_leaver(Tier& tier) const;
+  /// Whether `a` leaves a tier before `b` under the policy.
+  [[nodiscard]] bool leaves_first(std::uint64_t a_last_use, std::uint64_t a_uses, std::uint64_t b_last_use,
+                                  std::uint64_t b_uses) const;
+  Tier host_tier_, nvme_tier_;
+  double pending_tier_seconds_ = 0;
   bool share_prefixes_ = false;
   std::map<int, CachedPrefix> prefixes_;
   std::int64_t idle_prefix_blocks_ = 0;  // blocks of cached prefixes without users (evictable, inside used_)

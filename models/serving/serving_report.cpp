@@ -41,9 +41,9 @@ void note_unmodelled(std::vector<std::string>& notes, const Scenario& s) {
   if (inf.serving.prefix_caching && inf.workload.shared_prefix_groups == 0 && inf.workload.trace.empty())
     notes.push_back("inference.serving.prefix_caching: the workload has no shared prefixes (inference.workload.shared_prefix), "
                     "so nothing was found in the cache");
-  if (inf.tiers.host_memory || inf.tiers.nvme)
-    notes.push_back("inference.tiers: no KV tier hierarchy is modelled yet; only preemption by swap moves KV to host "
-                    "memory (tiers.host_swap_bytes)");
+  if ((inf.tiers.host_memory || inf.tiers.nvme) && !inf.serving.prefix_caching)
+    notes.push_back("inference.tiers: the tiers hold cached prefixes evicted from the GPU, and prefix caching is off, so "
+                    "they held nothing; preemption by swap moves KV to host memory regardless (tiers.host_swap_bytes)");
 }
 
 }  // namespace
@@ -84,6 +84,14 @@ void add_serving_results(nlohmann::ordered_json& metrics, std::vector<std::strin
   metrics["kv_cache"]["peak_utilization"] =
       run.capacity_blocks > 0 ? static_cast<double>(run.peak_blocks_used) / run.capacity_blocks : 0.0;
   metrics["tiers"] = {{"host_swap_bytes", run.swap_bytes}};
+  if (s.inference->tiers.host_memory || s.inference->tiers.nvme) {
+    metrics["tiers"]["prefix_offload_bytes"] = run.prefix_offload_bytes;
+    metrics["tiers"]["prefix_fetch_host_bytes"] = run.prefix_fetch_host_bytes;
+    metrics["tiers"]["prefix_fetch_nvme_bytes"] = run.prefix_fetch_nvme_bytes;
+    metrics["tiers"]["nvme_write_bytes"] = run.prefix_nvme_write_bytes;
+    metrics["tiers"]["host_peak_bytes"] = run.host_tier_peak_bytes;
+    metrics["tiers"]["nvme_peak_bytes"] = run.nvme_tier_peak_bytes;
+  }
   if (s.inference->serving.prefix_caching) {
     std::int64_t prompt = 0, cached = 0;
     for (const auto& r : run.requests) {
@@ -92,7 +100,8 @@ void add_serving_results(nlohmann::ordered_json& metrics, std::vector<std::strin
     }
     metrics["prefix_cache"] = {{"cached_prompt_tokens", cached},
                                {"hit_rate", prompt > 0 ? static_cast<double>(cached) / prompt : 0.0},
-                               {"evictions", run.prefix_cache_evictions}};
+                               {"evictions", run.prefix_cache_evictions},
+                               {"dropped", run.prefixes_dropped}};
   }
   // An open-loop load above capacity: completions fall behind arrivals while requests arrive, and
   // the queue drains long after the last one.

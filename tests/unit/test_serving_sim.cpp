@@ -211,7 +211,9 @@ TEST_CASE("settings the serving simulation does not model yet are named in the r
   const std::string plain_notes = plain["notes"].dump(), notes = with["notes"].dump();
   CHECK_THAT(plain_notes, !Catch::Contains("prefix_caching") && !Catch::Contains("tiers"));
   CHECK_THAT(notes, Catch::Contains("prefixes are shared only in uncompressed or group-quantised caches; with kivi"));
-  CHECK_THAT(notes, Catch::Contains("inference.tiers: no KV tier hierarchy is modelled yet"));
+  const auto tiers_alone = serve(kFp16, {"inference.workload.requests=50", "inference.tiers.host_memory=64GiB"});
+  CHECK_THAT(tiers_alone["notes"].dump(), Catch::Contains("inference.tiers: the tiers hold cached prefixes evicted from the GPU, "
+                                                          "and prefix caching is off"));
   CHECK(with["prefix_cache"]["hit_rate"] == 0);
 }
 
@@ -263,3 +265,35 @@ TEST_CASE("prefix caching computes a shared prefix once: hits skip its prefill, 
   CHECK(tight["requests"]["completed"] == 300);
   CHECK(tight["kv_cache"]["peak_utilization"].get<double>() <= 1.0);
 }
+
+TEST_CASE("KV tiers keep prefixes evicted from the GPU: host memory, then NVMe, fetched back instead of recomputed",
+          "[unit]") {
+  const std::vector<std::string> tight = {"inference.workload.requests=300", "inference.workload.rate=4/s",
+                                          "inference.workload.shared_prefix={groups: 200, tokens: 1000}",
+                                          "inference.serving.prefix_caching=true", "inference.kv_cache.memory=2GiB"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), tight.begin(), tight.end());
+    return serve(kFp16, extra);
+  };
+  const auto gpu_only = with({});
+  const auto host = with({"inference.tiers.host_memory=64GiB"});
+  const auto both = with({"inference.tiers.host_memory=2GiB",
+                          "cluster.nvme={capacity: 2TB, read_bandwidth: 6GB/s, write_bandwidth: 3GB/s, latency: 20us}",
+                          "inference.tiers.nvme=64GiB"});
+  // Without a tier every evicted prefix is dropped; with a large host tier none is, and fetches
+  // back from it turn into cache hits.
+  CHECK(gpu_only["prefix_cache"]["dropped"] == gpu_only["prefix_cache"]["evictions"]);
+  CHECK(host["prefix_cache"]["dropped"] == 0);
+  CHECK(host["tiers"]["prefix_fetch_host_bytes"].get<double>() > 0);
+  CHECK(host["prefix_cache"]["hit_rate"].get<double>() > 2 * gpu_only["prefix_cache"]["hit_rate"].get<double>());
+  CHECK(host["tiers"]["host_peak_bytes"].get<double>() <= 64.0 * (1 << 30));
+  // A small host tier spills to NVMe, from which prefixes come back too; both tiers stay in bounds.
+  CHECK(both["tiers"]["nvme_write_bytes"].get<double>() > 0);
+  CHECK(both["tiers"]["prefix_fetch_nvme_bytes"].get<double>() > 0);
+  CHECK(both["tiers"]["host_peak_bytes"].get<double>() <= 2.0 * (1 << 30));
+  CHECK(both["tiers"]["nvme_peak_bytes"].get<double>() <= 64.0 * (1 << 30));
+  CHECK(both["requests"]["completed"] == 300);
+  // Moving bytes costs time: the NVMe tier's transfers make this load slower than host memory alone.
+  CHECK(both["latency_s"]["ttft"]["p50"].get<double>() > host["latency_s"]["ttft"]["p50"].get<double>());
+}
+
