@@ -25,7 +25,7 @@ const std::map<std::string, Command>& commands() {
       {"fit", {memtwin::cli::cmd_fit, "the largest batch/context or smallest cluster that fits"}},
       {"kernels", {memtwin::cli::cmd_kernels, "KV formats: error, top-k overlap and bytes, measured"}},
       {"sweep", {memtwin::cli::cmd_sweep, "run a grid of what-ifs in parallel, resumable"}},
-      {"report", {memtwin::cli::cmd_report, "an HTML report with figures for a run or a sweep"}},
+      {"report", {memtwin::cli::cmd_report, "an HTML report with figures for a run, sweep, plan or validation"}},
       {"plan", {memtwin::cli::cmd_plan, "the cheapest configuration that fits and meets the targets"}},
       {"calibrate", {memtwin::cli::cmd_calibrate, "measure this machine's device and write a calibration file"}},
       {"validate", {memtwin::cli::cmd_validate, "run sim and hw on the same plan: predicted, measured, error"}},
