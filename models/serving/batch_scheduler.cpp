@@ -53,12 +53,14 @@ BatchScheduler::BatchScheduler(int replica, const Scenario& s, const KvCompresso
   const KvCompression m = s.inference->kv_cache.compression.method;
   share_prefixes_ = s.inference->serving.prefix_caching &&
                     (m == KvCompression::none || m == KvCompression::int8 || m == KvCompression::int4 || m == KvCompression::int2);
-  // A replica's share of each node's tiers: its GPUs over the node's.
+  // A replica's share of each node's tiers is its GPUs' share; a block of the replica is a block on
+  // each of its GPUs (block_bytes is one GPU's), all of which land in the tier. So a tier holds
+  // tier bytes / (GPUs per node x block bytes) of the replica's blocks; each GPU moves its own part
+  // over its own PCIe link.
   const TierSpec& tiers = s.inference->tiers;
-  const double share = static_cast<double>(s.inference->serving.tensor_parallel * s.inference->serving.pipeline_parallel) /
-                       s.cluster.gpus_per_node;
-  if (tiers.host_memory) host_tier_.capacity_blocks = static_cast<std::int64_t>(tiers.host_memory->as_double() * share / block_bytes);
-  if (tiers.nvme) nvme_tier_.capacity_blocks = static_cast<std::int64_t>(tiers.nvme->as_double() * share / block_bytes);
+  const double per_block = static_cast<double>(s.cluster.gpus_per_node) * block_bytes;
+  if (tiers.host_memory) host_tier_.capacity_blocks = static_cast<std::int64_t>(tiers.host_memory->as_double() / per_block);
+  if (tiers.nvme) nvme_tier_.capacity_blocks = static_cast<std::int64_t>(tiers.nvme->as_double() / per_block);
 }
 
 void BatchScheduler::enqueue(std::size_t record, int prompt) {

@@ -89,7 +89,7 @@ void add_serving_results(nlohmann::ordered_json& metrics, std::vector<std::strin
     metrics["tiers"]["prefix_fetch_host_bytes"] = run.prefix_fetch_host_bytes;
     metrics["tiers"]["prefix_fetch_nvme_bytes"] = run.prefix_fetch_nvme_bytes;
     metrics["tiers"]["nvme_write_bytes"] = run.prefix_nvme_write_bytes;
-    metrics["tiers"]["host_peak_bytes"] = run.host_tier_peak_bytes;
+    metrics["tiers"]["host_peak_bytes"] = run.host_tier_peak_bytes;  // one GPU's part, as every figure here
     metrics["tiers"]["nvme_peak_bytes"] = run.nvme_tier_peak_bytes;
   }
   if (s.inference->serving.prefix_caching) {

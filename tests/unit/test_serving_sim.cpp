@@ -297,3 +297,17 @@ TEST_CASE("KV tiers keep prefixes evicted from the GPU: host memory, then NVMe, 
   CHECK(both["latency_s"]["ttft"]["p50"].get<double>() > host["latency_s"]["ttft"]["p50"].get<double>());
 }
 
+
+TEST_CASE("the Llama-3.1-70B TP4 long-context example: documents cached and tiered answer faster", "[unit]") {
+  const std::string example = "scenarios/serving/llama3-70b-tp4-tiered-long-context.yaml";
+  const auto tiered = serve(example, {}), gpu_only = serve(example, {"inference.tiers=null"}),
+             uncached = serve(example, {"inference.serving.prefix_caching=false"});
+  // Host DRAM and NVMe both hold evicted documents, and fetching them beats recomputing them.
+  CHECK(tiered["tiers"]["prefix_fetch_host_bytes"].get<double>() > 0);
+  CHECK(tiered["tiers"]["prefix_fetch_nvme_bytes"].get<double>() > 0);
+  CHECK(tiered["prefix_cache"]["hit_rate"].get<double>() > gpu_only["prefix_cache"]["hit_rate"].get<double>());
+  const auto ttft = [](const nlohmann::json& r) { return r["latency_s"]["ttft"]["p50"].get<double>(); };
+  CHECK(ttft(tiered) < ttft(gpu_only));
+  CHECK(ttft(gpu_only) < ttft(uncached));
+  for (const auto* r : {&tiered, &gpu_only, &uncached}) CHECK((*r)["requests"]["completed"] == 400);
+}
