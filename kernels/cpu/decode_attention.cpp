@@ -3,10 +3,6 @@
 #include <cstring>
 #include <vector>
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#endif
-
 #include "kernels/kv_kernels.h"
 
 namespace memtwin::kernels {
@@ -36,28 +32,10 @@ const float* half_table() {
   return table.data();
 }
 
-#if defined(__x86_64__) && defined(__GNUC__)
-// fp16 to fp32 eight at a time with the F16C instruction (every x86-64 CPU since 2012 has it; the
-// table lookup below is the fallback). Exact: the conversion widens.
-__attribute__((target("f16c,avx"))) void halves_to_floats_f16c(const std::uint8_t* in, int n, float* out) {
-  for (int i = 0; i < n; i += 8) {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 2 * i));
-    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(h));
-  }
-}
-const bool kHasF16c = __builtin_cpu_supports("f16c");
-#endif
-
 // The kernel's own dequantisation: the same values as dequantize_vector (a test holds them to the
 // reference), written so that the compiler vectorises it.
 void dequantize_fast(const std::uint8_t* in, const KvFormat& f, const float* halves, float* out) {
   if (!f.quantized()) {
-#if defined(__x86_64__) && defined(__GNUC__)
-    if (kHasF16c) {  // head_dim is 64, 128 or 256: whole groups of eight
-      halves_to_floats_f16c(in, f.head_dim, out);
-      return;
-    }
-#endif
     std::uint16_t bits[256];
     std::memcpy(bits, in, static_cast<std::size_t>(f.head_dim) * 2);
     for (int i = 0; i < f.head_dim; ++i) out[i] = halves[bits[i]];
