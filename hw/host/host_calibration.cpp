@@ -26,20 +26,26 @@ double slowest(double v) {
   return v;
 }
 
-// Seconds per call of `run`: two warm-up calls, then timed calls for at least `min_seconds`, all
-// ranks at once; the slowest rank's figure.
+// Seconds per call of `run`: two warm-up calls, then five timed windows of at least
+// `min_seconds` / 5 each, all ranks at once; the median window's figure (a window disturbed by
+// another tenant of a shared machine does not move it), the slowest rank's.
 template <class F>
 double seconds_per_call(F&& run, double min_seconds) {
   run();
   run();
   check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
-  const auto start = Clock::now();
-  long calls = 0;
-  do {
-    run();
-    ++calls;
-  } while (elapsed(start) < min_seconds);
-  return slowest(elapsed(start) / static_cast<double>(calls));
+  std::vector<double> windows;
+  for (int w = 0; w < 5; ++w) {
+    const auto start = Clock::now();
+    long calls = 0;
+    do {
+      run();
+      ++calls;
+    } while (elapsed(start) < min_seconds / 5);
+    windows.push_back(elapsed(start) / static_cast<double>(calls));
+  }
+  std::sort(windows.begin(), windows.end());
+  return slowest(windows[windows.size() / 2]);
 }
 
 // The same for a collective: every rank must make the same number of calls, so the count comes
@@ -126,7 +132,7 @@ HostCalibration calibrate_host(double min_seconds) {
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, rows.data(), k,
                         weights.data() + (next++ % copies) * matrix, n, 0.0f, out.data(), n);
           },
-          min_seconds / 8);
+          min_seconds / 4);
       const double bytes = static_cast<double>(matrix) * sizeof(float);
       c.weight_streaming.push_back({"gemm " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k), bytes, s,
                                     bytes / s});
@@ -163,7 +169,7 @@ HostCalibration calibrate_host(double min_seconds) {
       a.max_blocks_per_seq = per_seq;
       a.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
       a.shape = shape;
-      const double s = seconds_per_call([&] { kernels::decode_attention(a); }, min_seconds / 8);
+      const double s = seconds_per_call([&] { kernels::decode_attention(a); }, min_seconds / 2);
       if (!std::isfinite(out[0])) ++c.wrong_results;
       const double elements = 2.0 * seqs * context * kv_heads * head_dim;
       c.decode_attention.push_back({format, 2.0 * static_cast<double>(shape.bytes()), s, elements / s});
@@ -178,7 +184,7 @@ HostCalibration calibrate_host(double min_seconds) {
             kernels::write_paged(values.data(), slots.data(), written, shape, k.data());
             kernels::write_paged(values.data(), slots.data(), written, shape, v.data());
           },
-          min_seconds / 8);
+          min_seconds / 2);
       const double written_elements = 2.0 * written * kv_heads * head_dim;
       c.kv_write.push_back({format, written_elements, w, written_elements / w});
     }
