@@ -4,8 +4,6 @@
 #include <functional>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <sstream>
 
 #include "hw/caching_allocator.h"
@@ -25,17 +23,6 @@
 
 namespace memtwin {
 namespace {
-
-// Host device memory: aligned, and written once so that it is resident (the OS would otherwise
-// count untouched pages as free, and the process's peak would not show them).
-hw::RawMemory host_memory() {
-  return {[](std::int64_t size) -> void* {
-            void* p = std::aligned_alloc(4096, static_cast<std::size_t>(size));
-            if (p) std::memset(p, 0, static_cast<std::size_t>(size));
-            return p;
-          },
-          [](void* p) { std::free(p); }};
-}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -58,7 +45,7 @@ Device open_device(const std::string& name, const Scenario& s, const Plan& plan,
   if (name == "host") {
     d.kernels = std::make_unique<hw::HostKernels>();
     d.collectives = std::make_unique<hw::MpiCollectives>(plan, rank);
-    d.memory = host_memory();
+    d.memory = hw::host_device_memory();
     d.in_use = hw::resident_bytes;
     d.peak = hw::peak_resident_bytes;
     d.reset_peak = [] { hw::reset_peak_resident(); };

@@ -4,6 +4,7 @@
 // implementation here (the reference for the CUDA one, and the host device's kernel) and a naive
 // float reference (`reference_*`) it is tested against. Launchers validate shapes and throw
 // std::invalid_argument on misuse.
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -36,6 +37,26 @@ struct DecodeAttentionArgs {
   float scale = 0;                          // usually 1 / sqrt(head_dim)
   PagedShape shape;
 };
+
+/// The argument set for `num_seqs` sequences (their block tables and cached lengths) with the usual
+/// scale, 1/sqrt(head_dim): how the engine, the calibration, the benchmark and the tests call it.
+inline DecodeAttentionArgs make_decode_args(const float* query, const std::uint8_t* k_cache, const std::uint8_t* v_cache,
+                                            const std::int32_t* block_tables, const std::int32_t* context_lens, float* out,
+                                            int num_seqs, int q_heads, int max_blocks_per_seq, const PagedShape& shape) {
+  DecodeAttentionArgs a;
+  a.query = query;
+  a.k_cache = k_cache;
+  a.v_cache = v_cache;
+  a.block_tables = block_tables;
+  a.context_lens = context_lens;
+  a.out = out;
+  a.num_seqs = num_seqs;
+  a.q_heads = q_heads;
+  a.max_blocks_per_seq = max_blocks_per_seq;
+  a.scale = 1.0f / std::sqrt(static_cast<float>(shape.format.head_dim));
+  a.shape = shape;
+  return a;
+}
 
 /// Checks an argument set; throws std::invalid_argument naming what is wrong.
 void validate(const DecodeAttentionArgs& a);

@@ -22,9 +22,10 @@ class Fnv1a {
   void add(std::int64_t v) { add(&v, sizeof v); }
   [[nodiscard]] std::uint64_t value() const { return h_; }
   /// 16 hex digits, as results print it.
-  [[nodiscard]] std::string hex() const {
+  [[nodiscard]] std::string hex() const { return to_hex(h_); }
+  static std::string to_hex(std::uint64_t v) {
     char buf[20];
-    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h_));
+    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
     return buf;
   }
 

@@ -52,19 +52,8 @@ struct Workload {
   std::vector<float> query, out;
   int max_blocks = 0;
   DecodeAttentionArgs args() {
-    DecodeAttentionArgs a;
-    a.query = query.data();
-    a.k_cache = k.data();
-    a.v_cache = v.data();
-    a.block_tables = table.data();
-    a.context_lens = context_lens.data();
-    a.out = out.data();
-    a.num_seqs = static_cast<int>(context_lens.size());
-    a.q_heads = kQHeads;
-    a.max_blocks_per_seq = max_blocks;
-    a.scale = 1.f / std::sqrt(static_cast<float>(kHeadDim));
-    a.shape = shape;
-    return a;
+    return make_decode_args(query.data(), k.data(), v.data(), table.data(), context_lens.data(), out.data(),
+                            static_cast<int>(context_lens.size()), kQHeads, max_blocks, shape);
   }
   [[nodiscard]] double kv_bytes() const {
     double tokens = 0;

@@ -30,12 +30,6 @@ nlohmann::json read_json(const std::string& path) {
   }
 }
 
-void write_file(const std::filesystem::path& path, const std::string& text) {
-  std::ofstream out(path);
-  out << text;
-  if (!out) throw std::runtime_error("cannot write " + path.string());
-}
-
 }  // namespace
 
 int cmd_validate(const Args& args) {
@@ -102,7 +96,7 @@ int cmd_validate(const Args& args) {
                                 {"metrics", comparison_json(rows)},
                                 {"predicted_fits", predicted_run.fits},
                                 {"measured_fits", measured_run.exit_code != kDoesNotFit}};
-  if (!out_dir.empty()) write_file(out_dir / "validation.json", doc.dump(2) + "\n");
+  if (!out_dir.empty()) write_text_file(out_dir / "validation.json", doc.dump(2) + "\n");
   if ((*vm)["json"].as<bool>()) {
     std::cout << doc.dump(2) << "\n";
   } else {

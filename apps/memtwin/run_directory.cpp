@@ -5,15 +5,16 @@
 
 namespace memtwin::cli {
 
+void write_text_file(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream file(path);
+  file << text;
+  if (!file) throw std::runtime_error("cannot write " + path.string());
+}
+
 void write_run_directory(const std::filesystem::path& dir, const nlohmann::ordered_json& document, const RunResult& result) {
   std::filesystem::create_directories(dir);
-  auto write = [&](const std::string& name, const std::string& content) {
-    std::ofstream file(dir / name);
-    file << content;
-    if (!file) throw std::runtime_error("cannot write " + (dir / name).string());
-  };
-  write("result.json", document.dump(2) + "\n");
-  for (const auto& [name, content] : result.files) write(name, content);
+  write_text_file(dir / "result.json", document.dump(2) + "\n");
+  for (const auto& [name, content] : result.files) write_text_file(dir / name, content);
 }
 
 }  // namespace memtwin::cli

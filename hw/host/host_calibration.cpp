@@ -157,18 +157,8 @@ HostCalibration calibrate_host(double min_seconds) {
       std::vector<float> query(static_cast<std::size_t>(seqs) * kv_heads * head_dim, 0.01f), out(query.size());
       std::vector<std::int32_t> tables(static_cast<std::size_t>(shape.num_blocks)), lens(static_cast<std::size_t>(seqs), context);
       for (int b = 0; b < shape.num_blocks; ++b) tables[static_cast<std::size_t>(b)] = b;
-      kernels::DecodeAttentionArgs a;
-      a.query = query.data();
-      a.k_cache = k.data();
-      a.v_cache = v.data();
-      a.block_tables = tables.data();
-      a.context_lens = lens.data();
-      a.out = out.data();
-      a.num_seqs = seqs;
-      a.q_heads = kv_heads;
-      a.max_blocks_per_seq = per_seq;
-      a.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-      a.shape = shape;
+      const auto a = kernels::make_decode_args(query.data(), k.data(), v.data(), tables.data(), lens.data(), out.data(), seqs,
+                                               kv_heads, per_seq, shape);
       const double s = seconds_per_call([&] { kernels::decode_attention(a); }, min_seconds / 2);
       if (!std::isfinite(out[0])) ++c.wrong_results;
       const double elements = 2.0 * seqs * context * kv_heads * head_dim;

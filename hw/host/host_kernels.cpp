@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -18,6 +19,15 @@ constexpr std::size_t kOperandFloats = std::size_t{6} << 20;  // 24 MiB of GEMM 
 // move their bytes through DRAM, as a GPU's move them through HBM.
 constexpr std::size_t kStreamBytes = std::size_t{64} << 20;
 }  // namespace
+
+RawMemory host_device_memory() {
+  return {[](std::int64_t size) -> void* {
+            void* p = std::aligned_alloc(4096, static_cast<std::size_t>(size));
+            if (p) std::memset(p, 0, static_cast<std::size_t>(size));
+            return p;
+          },
+          [](void* p) { std::free(p); }};
+}
 
 void use_one_core() {
   openblas_set_num_threads(1);

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "hw/caching_allocator.h"
 #include "hw/device.h"
 
 namespace memtwin::hw {
@@ -45,5 +46,10 @@ class HostKernels final : public DeviceKernels {
 
 /// One core per rank, as one GPU per rank: single-threaded BLAS and OpenMP.
 void use_one_core();
+
+/// The host device's memory for the caching allocator: aligned, and written once so that it is
+/// resident (the OS would otherwise count untouched pages as free, and the process's peak would not
+/// show them).
+RawMemory host_device_memory();
 
 }  // namespace memtwin::hw

@@ -20,15 +20,6 @@
 namespace memtwin::hw {
 namespace {
 
-RawMemory touched_host_memory() {
-  return {[](std::int64_t size) -> void* {
-            void* p = std::aligned_alloc(4096, static_cast<std::size_t>(size));
-            if (p) std::memset(p, 0, static_cast<std::size_t>(size));
-            return p;
-          },
-          [](void* p) { std::free(p); }};
-}
-
 kernels::KvFormat kv_format(const Scenario& s) {
   const CompressionSpec& c = s.inference->kv_cache.compression;
   kernels::KvFormat f;
@@ -207,19 +198,8 @@ class HostModel {
           const float* row = inter + static_cast<std::ptrdiff_t>(i) * width_;
           std::copy(row, row + q_, query_.begin() + static_cast<long>(i) * q_);
         }
-        kernels::DecodeAttentionArgs a;
-        a.query = query_.data();
-        a.k_cache = k_cache;
-        a.v_cache = v_cache;
-        a.block_tables = tables_.data();
-        a.context_lens = context_.data();
-        a.out = attended_.data();
-        a.num_seqs = decodes;
-        a.q_heads = m_.heads;
-        a.max_blocks_per_seq = max_blocks;
-        a.scale = 1.0f / std::sqrt(static_cast<float>(d));
-        a.shape = shape_;
-        kernels::decode_attention(a);
+        kernels::decode_attention(kernels::make_decode_args(query_.data(), k_cache, v_cache, tables_.data(), context_.data(),
+                                                            attended_.data(), decodes, m_.heads, max_blocks, shape_));
         for (int i = 0; i < decodes; ++i) {
           std::copy(attended_.begin() + static_cast<long>(i) * q_, attended_.begin() + static_cast<long>(i + 1) * q_,
                     inter + static_cast<std::ptrdiff_t>(i) * width_ + q_ + 2 * kv_);
@@ -352,7 +332,7 @@ HostServing serve_on_host(const Scenario& s) {
   use_one_core();
   const ServingMemory memory = serving_memory(s);
   HostKernels kernels;
-  CachingAllocator allocator(s.cluster.gpu.memory.count(), touched_host_memory());
+  CachingAllocator allocator(s.cluster.gpu.memory.count(), host_device_memory());
   HostServing out;
   out.runtime_bytes = resident_bytes();
   reset_peak_resident();

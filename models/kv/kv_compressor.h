@@ -41,6 +41,14 @@ class KvCompressor {
   [[nodiscard]] virtual double bytes_per_stored_token() const = 0;
 };
 
+/// Whether sequences can share a cached prefix's blocks under this method: blocks must hold whole
+/// tokens in the same form for every sequence (uncompressed or group-quantised), not a per-sequence
+/// selection or a residual window.
+inline bool shares_prefix_blocks(KvCompression method) {
+  return method == KvCompression::none || method == KvCompression::int8 || method == KvCompression::int4 ||
+         method == KvCompression::int2;
+}
+
 /// The compressor the scenario names, for this GPU's share of the cache.
 std::unique_ptr<KvCompressor> make_kv_compressor(const CompressionSpec& spec, const KvShape& shape);
 

@@ -1,6 +1,5 @@
 #include "models/plan/plan.h"
 
-#include <cstdio>
 
 #include "models/hash.h"
 
@@ -67,10 +66,6 @@ std::uint64_t Plan::hash() const {
   return f.value();
 }
 
-std::string Plan::hash_hex() const {
-  char buf[20];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(hash()));
-  return buf;
-}
+std::string Plan::hash_hex() const { return Fnv1a::to_hex(hash()); }
 
 }  // namespace memtwin

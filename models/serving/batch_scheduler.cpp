@@ -50,9 +50,7 @@ BatchScheduler::BatchScheduler(int replica, const Scenario& s, const KvCompresso
                                std::int64_t capacity_blocks, double block_bytes)
     : index_(replica), s_(s), kv_(kv), out_(out), capacity_(capacity_blocks), block_bytes_(block_bytes),
       last_token_(out.requests.size(), 0.0) {
-  const KvCompression m = s.inference->kv_cache.compression.method;
-  share_prefixes_ = s.inference->serving.prefix_caching &&
-                    (m == KvCompression::none || m == KvCompression::int8 || m == KvCompression::int4 || m == KvCompression::int2);
+  share_prefixes_ = s.inference->serving.prefix_caching && shares_prefix_blocks(s.inference->kv_cache.compression.method);
   // A replica's share of each node's tiers is its GPUs' share; a block of the replica is a block on
   // each of its GPUs (block_bytes is one GPU's), all of which land in the tier. So a tier holds
   // tier bytes / (GPUs per node x block bytes) of the replica's blocks; each GPU moves its own part

@@ -1,5 +1,7 @@
 #include "models/serving/serving_report.h"
 
+#include "models/kv/kv_compressor.h"
+
 #include <cmath>
 
 #include <algorithm>
@@ -34,8 +36,7 @@ namespace {
 void note_unmodelled(std::vector<std::string>& notes, const Scenario& s) {
   const Inference& inf = *s.inference;
   const KvCompression m = inf.kv_cache.compression.method;
-  const bool shareable = m == KvCompression::none || m == KvCompression::int8 || m == KvCompression::int4 || m == KvCompression::int2;
-  if (inf.serving.prefix_caching && !shareable)
+  if (inf.serving.prefix_caching && !shares_prefix_blocks(m))
     notes.push_back(std::string("inference.serving.prefix_caching: prefixes are shared only in uncompressed or group-quantised "
                                 "caches; with ") + std::string(kKvCompressionNames.name(m)) + " every prompt was prefilled in full");
   if (inf.serving.prefix_caching && inf.workload.shared_prefix_groups == 0 && inf.workload.trace.empty())

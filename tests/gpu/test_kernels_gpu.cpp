@@ -58,19 +58,9 @@ void decode_matches_cpu(KvElement element, int head_dim) {
     for (auto& x : kv) x = normal(rng);
     write_paged(kv.data(), slots.data(), max_context, shape, vc.data());
   }
-  DecodeAttentionArgs a;
-  a.num_seqs = seqs;
-  a.q_heads = q_heads;
-  a.max_blocks_per_seq = max_blocks;
-  a.scale = 1.f / std::sqrt(static_cast<float>(head_dim));
-  a.shape = shape;
   std::vector<float> cpu(q.size()), gpu(q.size());
-  a.query = q.data();
-  a.k_cache = kc.data();
-  a.v_cache = vc.data();
-  a.block_tables = table.data();
-  a.context_lens = context.data();
-  a.out = cpu.data();
+  const DecodeAttentionArgs a = make_decode_args(q.data(), kc.data(), vc.data(), table.data(), context.data(), cpu.data(),
+                                                 seqs, q_heads, max_blocks, shape);
   decode_attention(a);
 
   DecodeAttentionArgs d = a;

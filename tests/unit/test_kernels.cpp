@@ -149,19 +149,8 @@ TEST_CASE("decode attention matches the naive reference (fp16, int8, int4 - GQA 
       }
       const float scale = 1.f / std::sqrt(static_cast<float>(head_dim));
       std::vector<float> out(static_cast<std::size_t>(seqs) * q_heads * head_dim), ref(out.size());
-      DecodeAttentionArgs a;
-      a.query = q.data();
-      a.k_cache = kc.data();
-      a.v_cache = vc.data();
-      a.block_tables = table.data();
-      a.context_lens = context.data();
-      a.out = out.data();
-      a.num_seqs = seqs;
-      a.q_heads = q_heads;
-      a.max_blocks_per_seq = max_blocks;
-      a.scale = scale;
-      a.shape = shape;
-      decode_attention(a);
+      decode_attention(make_decode_args(q.data(), kc.data(), vc.data(), table.data(), context.data(), out.data(), seqs,
+                                        q_heads, max_blocks, shape));
       reference_decode_attention(q.data(), kd.data(), vd.data(), context.data(), seqs, max_context, q_heads, kv_heads,
                                  head_dim, scale, ref.data());
       double worst = 0;
