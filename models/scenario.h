@@ -21,6 +21,7 @@ struct GpuSpec {
   std::map<Precision, FlopsPerSec> flops;  ///< dense peak per dtype (no sparsity)
   std::optional<BytesPerSec> nvlink_bandwidth;  ///< per GPU, per direction; empty: no NVLink
   BytesPerSec pcie_bandwidth;           ///< per GPU, per direction
+  std::optional<int> sms;               ///< streaming multiprocessors; empty: GEMMs are not split into waves
   std::optional<double> price_per_hour; ///< USD per GPU-hour, typical on-demand
   std::string source;                   ///< where the numbers come from
 };
@@ -76,6 +77,13 @@ struct Efficiency {
   /// The GEMM efficiency for `rows` rows: interpolated in log2(rows) between measured points,
   /// the end points beyond them; `gemm` when there is no table.
   [[nodiscard]] double gemm_at(double rows) const;
+  /// Output tile of one thread block in a large GEMM (rows x columns).
+  int tile_rows = 128, tile_columns = 256;
+  /// Wave quantisation: a GEMM's output is cut into tiles that run `sms` at a time; when the last
+  /// wave is partly empty the GPU idles for the rest of it. The fraction of the waves' slots that
+  /// hold a tile (1 for a GEMM that fills its waves), taking the better of the tile's two
+  /// orientations as cuBLAS's heuristics would. 1 when `sms` is 0 (not known).
+  [[nodiscard]] double wave_utilization(std::int64_t m, std::int64_t n, int sms) const;
 };
 
 struct Cluster {

@@ -72,6 +72,9 @@ void declare_cluster(Table& t) {
   t.add("cluster.gpu.nvlink_bandwidth", K::bandwidth, none, "NVLink bandwidth per GPU, per direction")
       .above(0).derived("from the preset; absent means no NVLink");
   t.add("cluster.gpu.pcie_bandwidth", K::bandwidth, none, "PCIe bandwidth per GPU, per direction").above(0).derived("from the preset");
+  t.add("cluster.gpu.sms", K::integer, none,
+        "streaming multiprocessors: GEMM tiles run in waves of this many (wave quantisation)")
+      .at_least(1).derived("from the preset; absent means GEMMs are not split into waves");
   t.add("cluster.gpu.price_per_hour", K::number, none, "typical price in USD per GPU-hour").at_least(0).derived("from the preset");
   t.add("cluster.gpu.source", K::text, "", "where the numbers come from");
 
@@ -119,6 +122,13 @@ void declare_cluster(Table& t) {
   t.add("cluster.efficiency.memory", K::number, "0.89",
         "achieved fraction of peak HBM bandwidth in memory-bound kernels (measured: device copy on an H200)")
       .above(0).at_most(1);
+  t.add("cluster.efficiency.gemm_tile_rows", K::integer, "128",
+        "output rows of one thread block's tile in a large GEMM (cuBLAS/CUTLASS 16-bit kernels on Ampere and Hopper)")
+      .at_least(1);
+  t.add("cluster.efficiency.gemm_tile_columns", K::integer, "256",
+        "output columns of that tile: with `gpu.sms`, a GEMM whose last wave of tiles leaves SMs idle reaches that "
+        "much less of `gemm` (either orientation, whichever fills the waves better)")
+      .at_least(1);
   t.add("cluster.efficiency.gemm_memory", K::number, none,
         "achieved fraction of peak memory bandwidth when a GEMM is memory-bound (decode: weights read by a few rows)")
       .above(0).at_most(1).derived("efficiency.memory");

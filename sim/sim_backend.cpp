@@ -115,8 +115,9 @@ class SimBackend final : public Backend {
                               {"activities", step.activities},
                               {"plan_hash", plan.hash_hex()},
                               {"plan", plan.description}};
-    if (s.simulation.fidelity == Fidelity::fast && s.training->parallelism.pipeline > 1) {
-      r.notes.push_back("fidelity fast folds data-parallel replicas only; with pipeline stages every rank was simulated");
+    if (s.simulation.fidelity == Fidelity::fast && step.simulated_ranks == plan.ranks() && s.cluster.nodes > 2) {
+      r.notes.push_back("fidelity fast simulated every rank: it keeps two nodes of each pipeline stage, and here the "
+                        "stages do not own whole nodes or span fewer than three");
     }
     r.files["trace.json"] = perfetto_step_trace(step.events, step.memory_timeline);
     r.files["timeline.csv"] = memory_timeline_csv(step.memory_timeline);

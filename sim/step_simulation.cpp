@@ -43,11 +43,23 @@ struct Rendezvous {
 
 class Simulation {
  public:
-  Simulation(const Scenario& s, const Plan& plan, int trace_ranks, int simulated_nodes)
-      : s_(s), plan_(plan), trace_ranks_(trace_ranks), platform_(build_platform(reduced(s.cluster, simulated_nodes))),
-        simulated_ranks_(simulated_nodes * s.cluster.gpus_per_node) {
-    ranks_.resize(simulated_ranks_);
-    for (int r = 0; r < simulated_ranks_; ++r) ranks_[r].done.assign(plan.programs[plan.program_of_rank[r]].ops.size(), 0);
+  Simulation(const Scenario& s, const Plan& plan, int trace_ranks, const std::vector<int>& simulated_nodes)
+      : s_(s), plan_(plan), trace_ranks_(trace_ranks),
+        platform_(build_platform(reduced(s.cluster, static_cast<int>(simulated_nodes.size())))),
+        slot_of_rank_(static_cast<std::size_t>(plan.ranks()), -1) {
+    const int per_node = s.cluster.gpus_per_node;
+    for (int node : simulated_nodes) {
+      for (int g = 0; g < per_node; ++g) {
+        slot_of_rank_[node * per_node + g] = static_cast<int>(rank_of_slot_.size());
+        rank_of_slot_.push_back(node * per_node + g);
+      }
+    }
+    stand_in_.nodes_per_stage = s.cluster.nodes / s.training->parallelism.pipeline;
+    stand_in_.simulated_per_stage = static_cast<int>(simulated_nodes.size()) / s.training->parallelism.pipeline;
+    ranks_.resize(rank_of_slot_.size());
+    for (std::size_t slot = 0; slot < rank_of_slot_.size(); ++slot) {
+      ranks_[slot].done.assign(plan.programs[plan.program_of_rank[rank_of_slot_[slot]]].ops.size(), 0);
+    }
     for (const auto& program : plan.programs) {
       std::map<Stream, std::vector<std::uint32_t>> streams;
       for (std::uint32_t i = 0; i < program.ops.size(); ++i) streams[program.ops[i].stream].push_back(i);
@@ -65,11 +77,12 @@ class Simulation {
   }
 
   void start_actors() {
-    result_.simulated_ranks = simulated_ranks_;
-    for (int r = 0; r < simulated_ranks_; ++r) {
+    result_.simulated_ranks = static_cast<int>(rank_of_slot_.size());
+    for (int slot = 0; slot < static_cast<int>(rank_of_slot_.size()); ++slot) {
+      const int r = rank_of_slot_[slot];
       const auto& streams = stream_ops_[plan_.program_of_rank[r]];
       for (const auto& [stream, ops] : streams) {
-        sg4::Actor::create("rank" + std::to_string(r) + "." + stream_name(stream), platform_.gpus[r],
+        sg4::Actor::create("rank" + std::to_string(r) + "." + stream_name(stream), platform_.gpus[slot],
                            [this, r, stream, &ops] { run_stream(r, stream, ops); });
       }
     }
@@ -83,7 +96,7 @@ class Simulation {
  private:
   void run_stream(int rank, Stream stream, const std::vector<std::uint32_t>& ops) {
     const Program& program = plan_.programs[plan_.program_of_rank[rank]];
-    RankState& state = ranks_[rank];
+    RankState& state = ranks_[slot_of_rank_[rank]];
     for (std::uint32_t index : ops) {
       const Op& op = program.ops[index];
       for (std::uint32_t d : op.deps) {
@@ -119,8 +132,9 @@ class Simulation {
       case OpKind::alloc: account(rank, op, op.size.count()); break;
       case OpKind::free: account(rank, op, -op.size.count()); break;
       case OpKind::copy: {
-        const int node = platform_.node_of_gpu[rank];
-        auto* gpu = platform_.gpus[rank];
+        const int slot = slot_of_rank_[rank];
+        auto* gpu = platform_.gpus[slot];
+        const int node = platform_.node_of_gpu[slot];
         auto* cpu = platform_.cpus[node];
         if (op.direction == CopyDirection::device_to_host) {
           sg4::Comm::sendto(gpu, cpu, static_cast<uint64_t>(op.bytes));
@@ -138,19 +152,30 @@ class Simulation {
     if (op.compute_class == ComputeClass::cpu_optimizer) {
       return op.flops / (c.host.cpu_adam_params_per_s / c.gpus_per_node);
     }
-    // A GEMM's efficiency depends on its rows (the tokens it multiplies) where calibrated.
-    const double rows = op.gemms.empty() ? 0 : static_cast<double>(op.gemms.front().m);
-    const double efficiency = op.compute_class == ComputeClass::gemm        ? (rows > 0 ? c.efficiency.gemm_at(rows) : c.efficiency.gemm)
-                              : op.compute_class == ComputeClass::attention ? c.efficiency.attention
-                                                                            : c.efficiency.gemm;
-    const double math = op.flops / (peak_flops_ * efficiency);
+    // A GEMM's efficiency depends on its rows (the tokens it multiplies) where calibrated, and on how
+    // well its tiles fill the GPU's waves: each shape of the op at its own rate.
+    double math = 0;
+    if (op.compute_class == ComputeClass::gemm && !op.gemms.empty()) {
+      const int sms = c.gpu.sms.value_or(0);
+      double shape_flops = 0, shape_time = 0;
+      for (const GemmShape& g : op.gemms) {
+        const double rate = peak_flops_ * c.efficiency.gemm_at(static_cast<double>(g.m)) *
+                            c.efficiency.wave_utilization(g.m, g.n, sms);
+        shape_flops += g.flops();
+        shape_time += g.flops() / rate;
+      }
+      math = shape_time * op.flops / shape_flops;
+    } else {
+      const double efficiency = op.compute_class == ComputeClass::attention ? c.efficiency.attention : c.efficiency.gemm;
+      math = op.flops / (peak_flops_ * efficiency);
+    }
     const double memory = op.bytes / (c.gpu.hbm_bandwidth.value() *
                                       (op.compute_class == ComputeClass::gemm ? c.efficiency.gemm_memory : c.efficiency.memory));
     return std::max(math, memory);
   }
 
   void account(int rank, const Op& op, std::int64_t delta) {
-    RankState& state = ranks_[rank];
+    RankState& state = ranks_[slot_of_rank_[rank]];
     state.in_use += delta;
     state.by_category[tensor_category(op.tensor)] += delta;
     const std::int64_t capacity = s_.cluster.gpu.memory.count();
@@ -170,7 +195,7 @@ class Simulation {
     const int group_index = plan_.group_of_rank[rank].at(op.role);
     const std::vector<int>& group = plan_.groups.at(op.role)[group_index];
     if (group.size() < 2) return;
-    const int members = static_cast<int>(std::count_if(group.begin(), group.end(), [&](int r) { return r < simulated_ranks_; }));
+    const int members = static_cast<int>(std::count_if(group.begin(), group.end(), [&](int r) { return slot_of_rank_[r] >= 0; }));
     // Members running the same program meet at the same op index; pipeline neighbours run different
     // programs and meet by tag. Both ends of a pipeline pair name it from their side.
     const std::string family = op.role.rfind("pp_", 0) == 0 ? "pp" : op.role;
@@ -190,8 +215,8 @@ class Simulation {
     }
     if (launcher) {
       // Only the last rank to arrive builds and runs the flows (O(n) once per collective).
-      CollectivePlan cp = plan_collective(op.collective, group, op.bytes_total, full_node_of_gpu_, s_.cluster);
-      if (simulated_ranks_ < plan_.ranks()) cp = fold_onto_simulated(cp);
+      const CollectivePlan cp =
+          onto_simulated(plan_collective(op.collective, group, op.bytes_total, full_node_of_gpu_, s_.cluster));
       result_.flows += static_cast<long>(cp.flows.size());
       run_collective(cp, platform_);
       rv.finished = true;
@@ -205,20 +230,24 @@ class Simulation {
     }
   }
 
-  // Fast fidelity: the flows of the simulated nodes, with a flow to an unsimulated node redirected
-  // to the simulated node standing in for it (same rail), so every simulated link carries what it
-  // would in the full cluster.
-  CollectivePlan fold_onto_simulated(const CollectivePlan& full) const {
+  // The flows of the simulated nodes, by platform slot. At fast fidelity a flow towards an
+  // unsimulated node goes to the simulated node standing in for it (same pipeline stage, same rail),
+  // so every simulated link carries what it would in the full cluster.
+  CollectivePlan onto_simulated(const CollectivePlan& full) const {
     CollectivePlan out;
     out.latency_s = full.latency_s;
     out.bytes_per_rank = full.bytes_per_rank;
     const int per_node = s_.cluster.gpus_per_node;
-    const int nodes = simulated_ranks_ / per_node;
     for (const Flow& f : full.flows) {
-      if (f.src >= simulated_ranks_) continue;
-      Flow g = f;
-      if (g.dst >= simulated_ranks_) g.dst = ((g.dst / per_node) % nodes) * per_node + g.dst % per_node;
-      if (g.dst != g.src) out.flows.push_back(g);
+      if (slot_of_rank_[f.src] < 0) continue;
+      int dst = f.dst;
+      if (slot_of_rank_[dst] < 0) {
+        const int node = dst / per_node;
+        const int stage_first = node / stand_in_.nodes_per_stage * stand_in_.nodes_per_stage;
+        const int stand_in = stage_first + (node - stage_first) % stand_in_.simulated_per_stage;
+        dst = stand_in * per_node + dst % per_node;
+      }
+      if (dst != f.src) out.flows.push_back({slot_of_rank_[f.src], slot_of_rank_[dst], f.bytes});
     }
     return out;
   }
@@ -227,14 +256,19 @@ class Simulation {
   const Plan& plan_;
   int trace_ranks_;
   Platform platform_;
-  int simulated_ranks_;
+  std::vector<int> slot_of_rank_;  ///< platform slot of each global rank; -1: not simulated
+  std::vector<int> rank_of_slot_;
+  struct {
+    int nodes_per_stage = 1;      ///< nodes each pipeline stage spans in the full cluster
+    int simulated_per_stage = 1;  ///< of which simulated
+  } stand_in_;
   std::vector<int> full_node_of_gpu_ = [this] {
     std::vector<int> v(plan_.ranks());
     for (int r = 0; r < plan_.ranks(); ++r) v[r] = r / s_.cluster.gpus_per_node;
     return v;
   }();
   double peak_flops_ = 0;
-  std::vector<RankState> ranks_;
+  std::vector<RankState> ranks_;  ///< by slot
   std::vector<std::map<Stream, std::vector<std::uint32_t>>> stream_ops_;
   std::map<std::tuple<std::string, std::string, int>, std::unique_ptr<Rendezvous>> rendezvous_;
   StepSimulation result_;
@@ -242,13 +276,27 @@ class Simulation {
 
 }  // namespace
 
+std::vector<int> simulated_nodes(const Scenario& scenario) {
+  const Cluster& c = scenario.cluster;
+  const int stages = scenario.training->parallelism.pipeline;
+  std::vector<int> all(static_cast<std::size_t>(c.nodes));
+  for (int n = 0; n < c.nodes; ++n) all[n] = n;
+  // Every data-parallel replica of a stage runs the same program; fast fidelity keeps two nodes of
+  // each stage (one could not carry inter-node traffic). Stages must own whole nodes.
+  if (scenario.simulation.fidelity != Fidelity::fast || c.nodes % stages != 0) return all;
+  const int per_stage = c.nodes / stages;
+  const int kept = std::min(per_stage, 2);
+  if (kept == per_stage) return all;
+  std::vector<int> nodes;
+  for (int stage = 0; stage < stages; ++stage) {
+    for (int n = 0; n < kept; ++n) nodes.push_back(stage * per_stage + n);
+  }
+  return nodes;
+}
+
 StepSimulation simulate_step(const Scenario& scenario, const Plan& plan, int trace_ranks) {
-  // Fast fidelity folds data-parallel replicas; pipeline stages differ, so with pipelines every
-  // rank is simulated.
-  const bool fast = scenario.simulation.fidelity == Fidelity::fast && scenario.training->parallelism.pipeline == 1;
-  const int simulated_nodes = fast ? std::min(scenario.cluster.nodes, 2) : scenario.cluster.nodes;
   auto engine = make_engine();
-  Simulation sim(scenario, plan, trace_ranks, simulated_nodes);
+  Simulation sim(scenario, plan, trace_ranks, simulated_nodes(scenario));
   sim.start_actors();
   engine->run();
   return sim.result();

@@ -5,10 +5,10 @@
 // accounting of device memory that records the timeline, the peak and the first out-of-memory.
 // One simulation per process: SimGrid's engine cannot be restarted (ARCHITECTURE.md §5).
 //
-// Fidelity `fast` simulates the ranks of two nodes only (every data-parallel rank runs the same
-// program, so the others repeat them): collectives keep the full group's sizes and step latencies,
-// and a flow towards an unsimulated node goes to the simulated node of the same ring position, so
-// NVLink, NICs and uplinks carry the load they would in the full cluster.
+// Fidelity `fast` simulates two nodes of each pipeline stage only (every data-parallel replica of a
+// stage runs the same program, so the others repeat them): collectives keep the full group's sizes
+// and step latencies, and a flow towards an unsimulated node goes to the simulated node of the same
+// stage and ring position, so NVLink, NICs and uplinks carry the load they would in the full cluster.
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -41,7 +41,7 @@ struct StepSimulation {
   std::optional<OutOfMemory> oom;
   long flows = 0;
   long activities = 0;
-  int simulated_ranks = 0;  ///< all ranks at full fidelity; two nodes' worth at fast fidelity
+  int simulated_ranks = 0;  ///< all ranks at full fidelity; two nodes per pipeline stage at fast fidelity
 };
 
 StepSimulation simulate_step(const Scenario& scenario, const Plan& plan, int trace_ranks = 8);

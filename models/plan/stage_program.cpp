@@ -81,6 +81,7 @@ struct BlockCost {
   double activation_bytes = 0;                 // stored for backward
   double params = 0;                           // this rank's share of the block
   std::vector<GemmShape> gemm_shapes;          // the forward's matrix multiplies on this rank
+  std::vector<GemmShape> backward_shapes;      // the backward's: input and weight gradients of each
   std::vector<GemmShape> attention_shapes;     // QK^T and AV over the whole score matrix, per head
 };
 
@@ -105,6 +106,11 @@ BlockCost block_cost(const Scenario& s) {
     const auto rows = static_cast<std::int64_t>(row_parallel ? w.rows / tp : w.rows);
     const auto cols = static_cast<std::int64_t>(row_parallel ? w.cols : w.cols / tp);
     c.gemm_shapes.push_back({tokens_i, cols, rows, w.copies > 1 ? m.experts_per_token : 1});
+  }
+  // Y[m,n] = X[m,k] W[k,n] costs dX[m,k] = dY W^T (inner n) and dW[k,n] = X^T dY (inner m) backward.
+  for (const auto& g : c.gemm_shapes) {
+    c.backward_shapes.push_back({g.m, g.k, g.n, g.count});
+    c.backward_shapes.push_back({g.k, g.n, g.m, g.count});
   }
   c.gemm_bytes = element * (weights + tokens * (4.0 * m.hidden + 3.0 * m.intermediate * m.experts_per_token / tp));
   const double q_width = static_cast<double>(m.heads) * m.head_dim / tp;
@@ -326,10 +332,12 @@ void StageProgramBuilder::backward(int mb) {
       deps = {last};
     }
     last = x.e.compute(name + ".bwd", ComputeClass::gemm, 2 * x.block.gemm_flops, 2 * x.block.gemm_bytes, deps,
-                       x.block.gemm_shapes);
-    last = x.e.compute(name + ".bwd_attn", ComputeClass::attention,
-                       2.5 * x.block.attention_flops + (x.t.recompute != Recompute::none ? x.block.attention_flops : 0),
-                       2 * x.block.attention_bytes, {last}, x.block.attention_shapes);
+                       x.block.backward_shapes);
+    // Recompute (full or selective) runs the attention forward again: its FLOPs and, with explicit
+    // scores, another pass over the score matrix.
+    const double attention_again = x.t.recompute != Recompute::none ? 1.0 : 0.0;
+    last = x.e.compute(name + ".bwd_attn", ComputeClass::attention, (2.5 + attention_again) * x.block.attention_flops,
+                       (2 + attention_again) * x.block.attention_bytes, {last}, x.block.attention_shapes);
     // Backward of the memory-bound kernels moves about twice their forward bytes (and recompute
     // runs the forward ones again).
     last = x.e.compute(name + ".bwd_elementwise", ComputeClass::elementwise, 0,

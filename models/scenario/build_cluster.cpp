@@ -1,6 +1,7 @@
 #include "models/scenario/builders.h"
 #include "models/scenario/calibration.h"
 
+#include <algorithm>
 #include <cmath>
 #include <iterator>
 
@@ -16,6 +17,16 @@ double Efficiency::gemm_at(double rows) const {
   return below->second + (above->second - below->second) * (x - x0) / (x1 - x0);
 }
 
+double Efficiency::wave_utilization(std::int64_t m, std::int64_t n, int sms) const {
+  if (sms <= 0 || m <= 0 || n <= 0) return 1.0;
+  auto utilization = [&](std::int64_t tm, std::int64_t tn) {
+    const std::int64_t tiles = ((m + tm - 1) / tm) * ((n + tn - 1) / tn);
+    const std::int64_t waves = (tiles + sms - 1) / sms;
+    return static_cast<double>(tiles) / static_cast<double>(waves * sms);
+  };
+  return std::max(utilization(tile_rows, tile_columns), utilization(tile_columns, tile_rows));
+}
+
 GpuSpec build_gpu(const ParamValues& v) {
   GpuSpec gpu;
   if (!v.has_section("cluster.gpu")) v.fail("cluster.gpu", "is required: a catalog name (`memtwin gpus`) or a mapping");
@@ -29,6 +40,7 @@ GpuSpec build_gpu(const ParamValues& v) {
   if (gpu.flops.empty()) v.fail("cluster.gpu.flops", "is required: at least one of fp32, bf16, fp16, fp8");
   if (v.given("cluster.gpu.nvlink_bandwidth")) gpu.nvlink_bandwidth = v.bandwidth("cluster.gpu.nvlink_bandwidth");
   gpu.pcie_bandwidth = v.bandwidth("cluster.gpu.pcie_bandwidth");
+  if (v.given("cluster.gpu.sms")) gpu.sms = v.int32("cluster.gpu.sms");
   if (v.given("cluster.gpu.price_per_hour")) gpu.price_per_hour = v.number("cluster.gpu.price_per_hour");
   gpu.source = v.text("cluster.gpu.source");
   return gpu;
@@ -84,6 +96,8 @@ Cluster build_cluster(const ParamValues& v) {
   c.efficiency.gemm = v.number("cluster.efficiency.gemm");
   c.efficiency.attention = v.number("cluster.efficiency.attention");
   c.efficiency.memory = v.number("cluster.efficiency.memory");
+  c.efficiency.tile_rows = v.int32("cluster.efficiency.gemm_tile_rows");
+  c.efficiency.tile_columns = v.int32("cluster.efficiency.gemm_tile_columns");
   c.efficiency.gemm_memory =
       v.given("cluster.efficiency.gemm_memory") ? v.number("cluster.efficiency.gemm_memory") : c.efficiency.memory;
   for (const char* format : {"fp16", "int8", "int4", "int2"}) {

@@ -183,6 +183,23 @@ training: {micro_batch: 1, seq_len: 2048, global_batch: 48, sharding: {strategy:
   CHECK(fast["memory"]["gpu"]["peak_bytes"] == full["memory"]["gpu"]["peak_bytes"]);
 }
 
+TEST_CASE("fast fidelity keeps two nodes of each pipeline stage and predicts the full cluster's step", "[unit]") {
+  // Tensor 4 inside a node, 2 stages of 3 nodes each: fast simulates nodes 0-1 and 3-4.
+  const std::string file = write_scenario("fast-pipeline", R"(
+name: sim-fast-pipeline
+cluster: {nodes: 6, gpus_per_node: 4, gpu: h100-sxm}
+model: llama-2-7b
+training: {micro_batch: 1, seq_len: 2048, global_batch: 24, parallelism: {tensor: 4, pipeline: 2}}
+)");
+  auto full = sim_run(file);
+  auto fast = sim_run(file, {"simulation.fidelity=fast"});
+  CHECK(full["simulated"]["simulated_ranks"] == 24);
+  CHECK(fast["simulated"]["simulated_ranks"] == 16);
+  CHECK(fast["time"]["step_s"].get<double>() == Approx(full["time"]["step_s"].get<double>()).epsilon(1e-6));
+  CHECK(fast["memory"]["gpu"]["peak_bytes"] == full["memory"]["gpu"]["peak_bytes"]);
+  CHECK(fast["communication"]["bytes_per_gpu"]["total"] == full["communication"]["bytes_per_gpu"]["total"]);
+}
+
 TEST_CASE("ZeRO-3 at a fixed global batch: more GPUs, lower per-GPU throughput", "[unit]") {
   const std::string file = write_scenario("trend", R"(
 name: sim-trend
