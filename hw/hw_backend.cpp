@@ -131,6 +131,15 @@ class HwBackend final : public Backend {
 
   RunResult run_training(const Scenario& s) {
     const Plan plan = build_training_plan(s);
+    for (const Program& program : plan.programs) {
+      for (const Op& op : program.ops) {
+        if (op.kind == OpKind::copy &&
+            (op.direction == CopyDirection::nvme_to_host || op.direction == CopyDirection::host_to_nvme)) {
+          throw Unsupported("NVMe offload (ZeRO-Infinity) is simulated (--backend sim) but not run on the hardware "
+                            "backend yet");
+        }
+      }
+    }
     hw::MpiSession& mpi = hw::MpiSession::get();
     if (mpi.size != plan.ranks()) {
       throw Unsupported("the plan has " + std::to_string(plan.ranks()) + " ranks but " + std::to_string(mpi.size) +

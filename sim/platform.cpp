@@ -18,6 +18,10 @@ Platform build_platform(const Cluster& c) {
     auto* gateway = zone->create_router(node + ".gw");
     auto* cpu = zone->create_host(node + ".cpu", 1e9);
     p.cpus.push_back(cpu);
+    if (c.nvme) {
+      p.nvme.push_back(cpu->create_disk(node + ".nvme", c.nvme->read_bandwidth.value(), c.nvme->write_bandwidth.value()));
+      p.nvme.back()->seal();
+    }
     std::vector<sg4::SplitDuplexLink*> nics;
     for (int k = 0; k < c.inter_node.nics_per_node; ++k) {
       auto* nic = zone->create_split_duplex_link(node + ".nic" + std::to_string(k), c.inter_node.nic_bandwidth.value());

@@ -9,7 +9,8 @@
 // Every link is split-duplex (independent up and down directions). intra_i carries NVLink/NVSwitch
 // (or PCIe peer) traffic at the per-GPU bandwidth; nic_k is one NIC; uplink_n is the node's share
 // of the fabric: NICs x NIC bandwidth / oversubscription. Flows sharing a link share its bandwidth
-// (SimGrid's max-min model), which is what makes contention visible.
+// (SimGrid's max-min model), which is what makes contention visible. A node with NVMe has it as a
+// SimGrid disk on its CPU host (read and write bandwidth per node, shared by all its GPUs' I/O).
 #include <vector>
 
 #include <simgrid/s4u.hpp>
@@ -21,6 +22,7 @@ namespace memtwin::sim {
 struct Platform {
   std::vector<simgrid::s4u::Host*> gpus;  ///< by global rank
   std::vector<simgrid::s4u::Host*> cpus;  ///< by node
+  std::vector<simgrid::s4u::Disk*> nvme;  ///< by node, on its CPU host; empty without `cluster.nvme`
   std::vector<int> node_of_gpu;
 };
 

@@ -131,19 +131,32 @@ class Simulation {
       case OpKind::compute: sg4::this_actor::sleep_for(compute_time(op)); break;
       case OpKind::alloc: account(rank, op, op.size.count()); break;
       case OpKind::free: account(rank, op, -op.size.count()); break;
-      case OpKind::copy: {
-        const int slot = slot_of_rank_[rank];
-        auto* gpu = platform_.gpus[slot];
-        const int node = platform_.node_of_gpu[slot];
-        auto* cpu = platform_.cpus[node];
-        if (op.direction == CopyDirection::device_to_host) {
-          sg4::Comm::sendto(gpu, cpu, static_cast<uint64_t>(op.bytes));
+      case OpKind::copy: copy(rank, op); break;
+      case OpKind::collective: collective(rank, index, op); break;
+    }
+  }
+
+  void copy(int rank, const Op& op) {
+    const int slot = slot_of_rank_[rank];
+    auto* gpu = platform_.gpus[slot];
+    const int node = platform_.node_of_gpu[slot];
+    auto* cpu = platform_.cpus[node];
+    const auto bytes = static_cast<std::uint64_t>(op.bytes);
+    switch (op.direction) {
+      case CopyDirection::device_to_host: sg4::Comm::sendto(gpu, cpu, bytes); break;
+      case CopyDirection::host_to_device: sg4::Comm::sendto(cpu, gpu, bytes); break;
+      case CopyDirection::nvme_to_host:
+      case CopyDirection::host_to_nvme: {
+        // The plan builder only emits NVMe copies for scenarios that have NVMe (the loader requires it).
+        const simgrid::s4u::Disk* disk = platform_.nvme.at(node);
+        sg4::this_actor::sleep_for(s_.cluster.nvme->latency.value());
+        if (op.direction == CopyDirection::nvme_to_host) {
+          disk->read(bytes);
         } else {
-          sg4::Comm::sendto(cpu, gpu, static_cast<uint64_t>(op.bytes));
+          disk->write(bytes);
         }
         break;
       }
-      case OpKind::collective: collective(rank, index, op); break;
     }
   }
 

@@ -26,14 +26,16 @@ enum class ComputeClass { gemm, attention, elementwise, cpu_optimizer };
 /// p2p_forward sends from the pair group's first rank to its second (activations down the
 /// pipeline); p2p_backward the other way (their gradients).
 enum class Collective { all_gather, reduce_scatter, all_reduce, p2p_forward, p2p_backward };
-enum class CopyDirection { device_to_host, host_to_device };
+/// Copies over a GPU's PCIe link, and reads/writes between host memory and the node's NVMe.
+enum class CopyDirection { device_to_host, host_to_device, nvme_to_host, host_to_nvme };
 
 const char* stream_name(Stream s);
 const char* collective_name(Collective c);
 
 /// One matrix multiply C[m,n] = A[m,k] B[k,n], `count` times: the real shapes of a compute op, so
 /// that a hardware backend runs the kernels the model has. The op's `flops` stay authoritative: a
-/// backward pass repeats its forward shapes twice, causal attention runs half of its full shapes.
+/// backward pass carries its input- and weight-gradient shapes, causal attention runs half of its
+/// full shapes.
 struct GemmShape {
   std::int64_t m = 0, n = 0, k = 0;
   std::int64_t count = 1;
@@ -61,7 +63,7 @@ struct Op {
   // alloc / free: a named device tensor
   std::string tensor;
   Bytes size;
-  // copy over PCIe
+  // copy over PCIe, or to/from the node's NVMe
   CopyDirection direction = CopyDirection::device_to_host;
 };
 

@@ -179,6 +179,16 @@ struct StageProgramBuilder::Impl {
     return last;
   }
 
+  // ZeRO-Infinity with parameters on NVMe: before a block's all-gather, this rank's shard is read
+  // from the node's NVMe into host memory and copied to the device (on the copy stream, so it
+  // overlaps compute as far as the gather prefetch allows). Returns what the gather waits for.
+  std::uint32_t fetch_shard_from_nvme(const std::string& name, std::uint32_t after) {
+    if (t.offload.parameters != OffloadTarget::nvme) return after;
+    const double shard = block.params * element / layout.degree;
+    const auto read = e.copy(name + ".params_from_nvme", CopyDirection::nvme_to_host, shard, {after});
+    return e.copy(name + ".params_to_device", CopyDirection::host_to_device, shard, {read});
+  }
+
   void reduce_gradients(const std::string& name, double params, std::uint32_t after) {
     if (spec.dp_ranks < 2 || params <= 0) return;
     const double grad_bytes = params * element;
@@ -268,7 +278,8 @@ void StageProgramBuilder::forward(int mb) {
       // Prefetch: the gather of block b may start once block b-1-prefetch has been freed.
       std::vector<std::uint32_t> gdeps = {x.start};
       if (b > x.prefetch) gdeps.push_back(x.free_gather_fwd[b - 1 - x.prefetch]);
-      const auto a = x.e.memory(OpKind::alloc, name + ".params", gathered, gdeps, Stream::comm);
+      auto a = x.e.memory(OpKind::alloc, name + ".params", gathered, gdeps, Stream::comm);
+      a = x.fetch_shard_from_nvme(name, a);
       deps.push_back(x.e.collective(name + ".fwd_ag", Collective::all_gather, x.shard_role, gathered.as_double(), {a}));
     }
     const auto act = x.e.memory(OpKind::alloc, name + ".activations", activations, deps);
@@ -320,7 +331,8 @@ void StageProgramBuilder::backward(int mb) {
       std::vector<std::uint32_t> gdeps = {backward_start};
       const int ahead = b + 1 + x.prefetch;
       if (ahead < x.spec.layers) gdeps.push_back(x.free_gather_bwd[ahead]);
-      const auto a = x.e.memory(OpKind::alloc, name + ".params_bwd", gathered, gdeps, Stream::comm);
+      auto a = x.e.memory(OpKind::alloc, name + ".params_bwd", gathered, gdeps, Stream::comm);
+      a = x.fetch_shard_from_nvme(name + ".bwd", a);
       deps.push_back(x.e.collective(name + ".bwd_ag", Collective::all_gather, x.shard_role, gathered.as_double(), {a}));
     }
     std::uint32_t last = deps.front();
@@ -366,16 +378,26 @@ void StageProgramBuilder::epilogue(const std::vector<const StageProgramBuilder*>
   }
   const double shard_params = x.layout.optimizer ? x.share.trainable / x.layout.degree : x.share.trainable;
   std::uint32_t step;
-  if (x.t.offload.optimizer == OffloadTarget::cpu || x.t.offload.parameters == OffloadTarget::cpu) {
-    const auto d2h = x.e.copy("grads_to_host", CopyDirection::device_to_host, shard_params * x.element, before_step);
+  const bool optimizer_on_nvme = x.t.offload.optimizer == OffloadTarget::nvme;
+  const bool params_on_nvme = x.t.offload.parameters == OffloadTarget::nvme;
+  if (x.t.offload.optimizer != OffloadTarget::none || x.t.offload.parameters != OffloadTarget::none) {
+    std::uint32_t last = x.e.copy("grads_to_host", CopyDirection::device_to_host, shard_params * x.element, before_step);
+    // ZeRO-Infinity steps the optimizer in host memory: its states come from NVMe and go back
+    // (DeepSpeed's default, without pipelined reads and writes).
+    const double state_bytes = shard_params * state_bytes_per_param(x.t).optimizer;
+    if (optimizer_on_nvme) last = x.e.copy("optimizer_states_from_nvme", CopyDirection::nvme_to_host, state_bytes, {last});
     Op cpu;
     cpu.stream = Stream::copy;
     cpu.name = "optimizer_cpu";
     cpu.compute_class = ComputeClass::cpu_optimizer;
     cpu.flops = shard_params;  // parameters to update: the backend divides by the CPU's update rate per GPU
-    cpu.deps = {d2h};
-    const auto c = x.e.add(cpu);
-    step = x.e.copy("params_to_device", CopyDirection::host_to_device, shard_params * x.element, {c});
+    cpu.deps = {last};
+    last = x.e.add(cpu);
+    if (optimizer_on_nvme) last = x.e.copy("optimizer_states_to_nvme", CopyDirection::host_to_nvme, state_bytes, {last});
+    // Parameters kept on NVMe are written back there and fetched layer by layer in the next step;
+    // the others return to the device now.
+    step = params_on_nvme ? x.e.copy("params_to_nvme", CopyDirection::host_to_nvme, shard_params * x.element, {last})
+                          : x.e.copy("params_to_device", CopyDirection::host_to_device, shard_params * x.element, {last});
   } else {
     // Adam reads and writes parameters, gradients and both moments: a memory-bound pass.
     step = x.e.compute("optimizer", ComputeClass::elementwise, 10 * shard_params, 32 * shard_params, before_step);

@@ -259,3 +259,36 @@ training: {micro_batch: 1, seq_len: 2048, global_batch: 16,
   CHECK(doc["communication"]["bytes_per_gpu"]["total"].get<double>() == Approx(closed.total()).epsilon(1e-9));
   CHECK(doc["communication"]["bytes_per_gpu"]["all_reduce"].get<double>() == Approx(closed.cross_host_bytes).epsilon(1e-9));
 }
+
+TEST_CASE("ZeRO-Infinity: optimizer states and parameters on NVMe cost their reads and writes", "[unit]") {
+  const std::string file = write_scenario("nvme", R"(
+name: sim-nvme
+cluster:
+  nodes: 2
+  gpus_per_node: 8
+  gpu: h100-sxm
+  nvme: {capacity: 8TB, read_bandwidth: 7GB/s, write_bandwidth: 5GB/s}
+model: llama-2-7b
+training: {micro_batch: 1, seq_len: 2048, global_batch: 16, sharding: {strategy: zero, stage: 3}}
+)");
+  const double on_gpu = sim_run(file)["time"]["step_s"];
+  const double on_cpu = sim_run(file, {"training.offload.optimizer=cpu"})["time"]["step_s"];
+  auto nvme = sim_run(file, {"training.offload.optimizer=nvme"});
+  const double on_nvme = nvme["time"]["step_s"];
+  // Each node's disk reads and writes 8 GPUs' shards of the 12-byte Adam states once per step.
+  const double params = nvme["model"]["parameters"].get<double>();
+  const double node_state_bytes = 12.0 * params / 16 * 8;
+  const double disk_s = node_state_bytes / 7e9 + node_state_bytes / 5e9;
+  INFO("gpu " << on_gpu << " s, cpu " << on_cpu << " s, nvme " << on_nvme << " s, disk alone " << disk_s << " s");
+  CHECK(on_gpu < on_cpu);
+  CHECK(on_nvme >= on_cpu + disk_s * 0.99);
+  CHECK(on_nvme <= on_cpu + disk_s * 1.01 + 0.01);
+  // Parameters on NVMe add the per-layer shard reads (forward and backward) and the write-back.
+  const double both = sim_run(file, {"training.offload.optimizer=nvme", "training.offload.parameters=nvme"})["time"]["step_s"];
+  CHECK(both > on_nvme);
+  // A faster disk is never slower.
+  const double fast_disk =
+      sim_run(file, {"training.offload.optimizer=nvme", "cluster.nvme.read_bandwidth=28GB/s", "cluster.nvme.write_bandwidth=20GB/s"})
+          ["time"]["step_s"];
+  CHECK(fast_disk < on_nvme);
+}

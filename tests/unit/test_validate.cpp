@@ -164,6 +164,10 @@ TEST_CASE("the hw backend says what it cannot run instead of running something e
     CHECK(no_gpu.exit_code == 2);
     CHECK_THAT(no_gpu.err, Catch::Contains("--device cuda") || Catch::Contains("without CUDA"));
   }
+  const auto nvme = run_memtwin({"run", source_path("scenarios/host/train-zero3-2ranks.yaml"), "--backend", "hw", "--set",
+                                 "cluster.nvme.capacity=1TB", "--set", "training.offload.optimizer=nvme"});
+  CHECK(nvme.exit_code == 2);
+  CHECK_THAT(nvme.err, Catch::Contains("NVMe offload"));
   const auto ranks = run_memtwin({"run", source_path("scenarios/host/train-zero3-2ranks.yaml"), "--backend", "hw"});
   CHECK(ranks.exit_code == 2);
   CHECK_THAT(ranks.err, Catch::Contains("mpirun -np 2"));
