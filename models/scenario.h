@@ -234,6 +234,7 @@ struct TierSpec {
   std::optional<Bytes> host_memory;
   std::optional<Bytes> nvme;
   TierPolicy policy = TierPolicy::lru;
+  bool proactive_offload = false;  ///< copy idle cached prefixes to host memory before they are evicted
 };
 
 struct LengthDistribution {

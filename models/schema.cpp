@@ -273,6 +273,9 @@ void declare_inference(Table& t) {
   t.add("inference.tiers.host_memory", K::bytes, none, "host DRAM per node for spilled KV").above(0);
   t.add("inference.tiers.nvme", K::bytes, none, "NVMe per node for spilled KV").above(0);
   t.add("inference.tiers.policy", K::choice, "lru", "which KV leaves a tier first").choices(names(kTierPolicyNames));
+  t.add("inference.tiers.proactive_offload", K::boolean, "false",
+        "copy a cached prefix to host memory in the background as soon as no request uses it, so that evicting it "
+        "from the GPU later moves nothing while requests wait");
   t.add("inference.workload.arrival", K::choice, "poisson", "arrival process").choices(names(kArrivalNames));
   t.add("inference.workload.rate", K::rate, none, "mean arrival rate (open-loop arrivals)").above(0);
   t.add("inference.workload.cv", K::number, "2", "gamma: coefficient of variation of inter-arrival times").above(0);

@@ -12,7 +12,9 @@
 #include "models/serving/batch_scheduler.h"
 #include "models/serving/iteration_cost.h"
 #include "models/serving/request_stream.h"
+#include "sim/collectives.h"
 #include "sim/engine_setup.h"
+#include "sim/platform.h"
 
 namespace memtwin::sim {
 
@@ -20,13 +22,22 @@ namespace sg4 = simgrid::s4u;
 
 namespace {
 
-// One replica as an actor: the shared scheduler decides, SimGrid's clock advances by the
-// iteration's roofline time and its swap transfers.
+// Where a replica runs: its GPUs (slots of the platform; tensor-parallel ranks of the first
+// pipeline stage first) and its node's CPU host and NVMe.
+struct Placement {
+  std::vector<int> gpus;     ///< all the replica's GPUs (the KV is spread over them)
+  std::vector<int> tp_ring;  ///< the tensor-parallel group that runs the all-reduces
+  int node = 0;
+};
+
+// One replica as an actor: the shared scheduler decides; SimGrid's clock advances by the
+// iteration's transfers, kernels and all-reduces.
 class Replica {
  public:
   Replica(int index, const Scenario& s, const IterationModel& model, const KvCompressor& kv, ServingRun& out,
-          std::int64_t capacity_blocks, double block_bytes)
-      : s_(s), model_(model), scheduler_(index, s, kv, out, capacity_blocks, block_bytes) {}
+          std::int64_t capacity_blocks, double block_bytes, const Platform& platform, Placement placement)
+      : s_(s), model_(model), scheduler_(index, s, kv, out, capacity_blocks, block_bytes), platform_(platform),
+        placement_(std::move(placement)) {}
 
   void enqueue(std::size_t record, int prompt) {
     scheduler_.enqueue(record, prompt);
@@ -39,25 +50,79 @@ class Replica {
     wake();
   }
   void on_finish(std::function<void(std::size_t)> f) { scheduler_.on_finish = std::move(f); }
+  [[nodiscard]] double ended_s() const { return ended_s_; }
 
   void run() {
-    const double pcie = s_.cluster.host.pcie_bandwidth.value();
     for (;;) {
       auto it = scheduler_.schedule();
       if (!it) {
-        if (closed_ && scheduler_.outstanding() == 0) return;
+        if (closed_ && scheduler_.outstanding() == 0) break;
         idle_actor_ = sg4::Actor::self();
         sg4::this_actor::suspend();
         continue;
       }
       const double began = sg4::Engine::get_clock();
-      sg4::this_actor::sleep_for(model_.seconds(it->load) + (it->swap_out_bytes + it->swap_in_bytes) / pcie +
-                                 it->tier_seconds);
+      start_background(it->tier);
+      transfer_before(*it);
+      sg4::this_actor::sleep_for(model_.compute_seconds(it->load));
+      tensor_parallel_all_reduces(it->load);
       scheduler_.complete(*it, began, sg4::Engine::get_clock());
     }
+    ended_s_ = sg4::Engine::get_clock();
+    for (auto& c : background_comms_) c->wait();
+    for (auto& io : background_io_) io->wait();
   }
 
  private:
+  // Copies over each of the replica's GPUs' PCIe links, each GPU moving its share of the KV.
+  void pcie_async(double bytes, bool to_gpu, std::vector<sg4::CommPtr>& into) const {
+    if (bytes <= 0) return;
+    const double share = bytes / static_cast<double>(placement_.gpus.size());
+    auto* cpu = platform_.cpus[placement_.node];
+    for (int slot : placement_.gpus) {
+      auto* gpu = platform_.gpus[slot];
+      into.push_back(to_gpu ? sg4::Comm::sendto_async(cpu, gpu, static_cast<std::uint64_t>(share))
+                            : sg4::Comm::sendto_async(gpu, cpu, static_cast<std::uint64_t>(share)));
+    }
+  }
+
+  // What the iteration waits for: swaps and prefix offloads leaving the GPU, prefix fetches
+  // (their NVMe part read first) and swap-ins coming back.
+  void transfer_before(const ScheduledIteration& it) {
+    std::vector<sg4::CommPtr> comms;
+    pcie_async(it.swap_out_bytes + it.tier.gpu_to_host, false, comms);
+    if (it.tier.nvme_to_host > 0) {
+      sg4::this_actor::sleep_for(s_.cluster.nvme->latency.value());
+      platform_.nvme.at(placement_.node)->read(static_cast<sg_size_t>(it.tier.nvme_to_host));
+    }
+    pcie_async(it.swap_in_bytes + it.tier.host_to_gpu, true, comms);
+    for (auto& c : comms) c->wait();
+  }
+
+  // Demotions to NVMe and proactive copies of idle prefixes overlap the iteration (and contend
+  // with later transfers on the same links and disk).
+  void start_background(const TierTransfers& tier) {
+    auto done = [](const auto& a) { return a->test(); };  // reaps finished copies
+    std::erase_if(background_comms_, done);
+    std::erase_if(background_io_, done);
+    pcie_async(tier.background_gpu_to_host, false, background_comms_);
+    if (tier.host_to_nvme > 0) {
+      background_io_.push_back(platform_.nvme.at(placement_.node)->write_async(static_cast<sg_size_t>(tier.host_to_nvme)));
+    }
+  }
+
+  // Two ring all-reduces of the hidden states per layer, one after another: run as the flows of
+  // one ring carrying all of them, plus the step latencies of the others.
+  void tensor_parallel_all_reduces(const IterationLoad& load) const {
+    const int count = model_.tp_all_reduces();
+    if (count == 0) return;
+    const int n = static_cast<int>(placement_.tp_ring.size());
+    CollectivePlan plan = plan_collective(Collective::all_reduce, placement_.tp_ring, count * model_.tp_all_reduce_bytes(load),
+                                          platform_.node_of_gpu, s_.cluster);
+    plan.latency_s += (count - 1) * 2.0 * (n - 1) * s_.cluster.intra_node.latency.value();
+    run_collective(plan, platform_);
+  }
+
   void wake() {
     if (idle_actor_) {
       auto a = idle_actor_;
@@ -68,8 +133,13 @@ class Replica {
   const Scenario& s_;
   const IterationModel& model_;
   BatchScheduler scheduler_;
+  const Platform& platform_;
+  Placement placement_;
   sg4::ActorPtr idle_actor_;
   bool closed_ = false;
+  double ended_s_ = 0;
+  std::vector<sg4::CommPtr> background_comms_;
+  std::vector<sg4::IoPtr> background_io_;
 };
 
 }  // namespace
@@ -80,10 +150,17 @@ ServingRun simulate_serving(const Scenario& s) {
   ServingRun out = start_serving_run(generate_requests(inf, s.seed));
   out.capacity_blocks = memory.capacity_blocks;
   auto engine = make_engine();
-  auto* zone = sg4::create_full_zone("serving");
-  std::vector<sg4::Host*> hosts;
-  for (int r = 0; r < inf.serving.replicas; ++r) hosts.push_back(zone->create_host("replica" + std::to_string(r), 1e9));
-  zone->seal();
+  const Platform platform = build_platform(s.cluster);
+  // Replica r takes the next tensor x pipeline GPUs, in rank order (the loader checks they exist).
+  const int tp = inf.serving.tensor_parallel, per_replica = tp * inf.serving.pipeline_parallel;
+  std::vector<Placement> placements;
+  for (int r = 0; r < inf.serving.replicas; ++r) {
+    Placement p;
+    for (int g = 0; g < per_replica; ++g) p.gpus.push_back(r * per_replica + g);
+    p.tp_ring.assign(p.gpus.begin(), p.gpus.begin() + tp);
+    p.node = platform.node_of_gpu[p.gpus.front()];
+    placements.push_back(std::move(p));
+  }
 
   const IterationModel model(s);
   const KvShape shape = serving_kv_shape(s);
@@ -91,7 +168,7 @@ ServingRun simulate_serving(const Scenario& s) {
   std::vector<std::unique_ptr<Replica>> replicas;
   for (int r = 0; r < inf.serving.replicas; ++r) {
     replicas.push_back(std::make_unique<Replica>(r, s, model, *kv, out, std::max<std::int64_t>(1, memory.capacity_blocks),
-                                                 memory.block_bytes.as_double()));
+                                                 memory.block_bytes.as_double(), platform, placements[r]));
   }
   std::size_t round_robin = 0;
   auto route = [&](std::size_t record) {
@@ -123,7 +200,8 @@ ServingRun simulate_serving(const Scenario& s) {
       }
     });
   }
-  sg4::Actor::create("router", hosts[0], [&] {
+  double router_ended_s = 0;
+  sg4::Actor::create("router", platform.cpus[0], [&] {
     if (closed_loop) {
       const std::size_t initial = std::min<std::size_t>(inf.workload.concurrency, out.requests.size());
       while (next < initial) route(next++);
@@ -136,12 +214,15 @@ ServingRun simulate_serving(const Scenario& s) {
       out.last_arrival_s = sg4::Engine::get_clock();
     }
     if (out.requests.empty()) for (auto& other : replicas) other->close();
+    router_ended_s = sg4::Engine::get_clock();
   });
   for (std::size_t r = 0; r < replicas.size(); ++r) {
-    sg4::Actor::create("replica" + std::to_string(r), hosts[r], [&, r] { replicas[r]->run(); });
+    sg4::Actor::create("replica" + std::to_string(r), platform.gpus[placements[r].gpus.front()], [&, r] { replicas[r]->run(); });
   }
   engine->run();
-  out.makespan_s = sg4::Engine::get_clock();
+  // The run ends with its last iteration (background copies still draining do not count).
+  out.makespan_s = router_ended_s;
+  for (const auto& r : replicas) out.makespan_s = std::max(out.makespan_s, r->ended_s());
   if (closed_loop) out.last_arrival_s = out.makespan_s;
   return out;
 }

@@ -216,6 +216,10 @@ Inference build_inference(const ParamValues& v, const Cluster& cluster, const Mo
     if (*inf.tiers.nvme > cluster.nvme->capacity) v.fail("inference.tiers.nvme", "is more than cluster.nvme.capacity");
   }
   inf.tiers.policy = v.choice("inference.tiers.policy", kTierPolicyNames);
+  inf.tiers.proactive_offload = v.flag("inference.tiers.proactive_offload");
+  if (inf.tiers.proactive_offload && !inf.tiers.host_memory) {
+    v.fail("inference.tiers.proactive_offload", "copies idle prefixes to host memory: it needs inference.tiers.host_memory");
+  }
   inf.workload = build_workload(v);
   if (v.given("inference.slo.ttft_p99")) inf.slo.ttft_p99 = v.duration("inference.slo.ttft_p99");
   if (v.given("inference.slo.tpot_p99")) inf.slo.tpot_p99 = v.duration("inference.slo.tpot_p99");

@@ -164,8 +164,8 @@ std::optional<ScheduledIteration> BatchScheduler::schedule() {
     if (running_.empty()) return std::nullopt;
     preempt_newest(it);
   }
-  it.tier_seconds = pending_tier_seconds_;
-  pending_tier_seconds_ = 0;
+  it.tier = pending_tier_;
+  pending_tier_ = TierTransfers{};
   for (const Sequence* q : it.decoding) {
     it.load.decode_sequences += 1;
     it.load.decode_context += static_cast<double>(kv_.kept_tokens(q->prompt, q->generated));
@@ -269,6 +269,11 @@ void BatchScheduler::release_prefix(Sequence& q) {
   }
   idle_prefix_blocks_ += c.blocks;  // kept, evictable
   c.last_use = ++clock_;
+  // Proactive offload: copy an idle prefix to host memory now, in the background, so that its
+  // eviction later moves nothing while a request waits.
+  if (s_.inference->tiers.proactive_offload && host_tier_.capacity_blocks > 0 && !stored_below(p->first)) {
+    offload_prefix(p->first, c.blocks, c.uses, true);
+  }
 }
 
 bool BatchScheduler::leaves_first(std::uint64_t a_last_use, std::uint64_t a_uses, std::uint64_t b_last_use,
@@ -292,7 +297,8 @@ void BatchScheduler::evict_cached_prefixes(std::int64_t blocks) {
     used_ -= victim->second.blocks;
     idle_prefix_blocks_ -= victim->second.blocks;
     ++out_.prefix_cache_evictions;
-    offload_prefix(victim->first, victim->second.blocks, victim->second.uses);
+    // A proactive copy already below: leaving the GPU costs nothing.
+    if (!stored_below(victim->first)) offload_prefix(victim->first, victim->second.blocks, victim->second.uses);
     prefixes_.erase(victim);
   }
 }
@@ -304,7 +310,20 @@ std::map<int, BatchScheduler::StoredPrefix>::iterator BatchScheduler::first_leav
   return victim;
 }
 
-void BatchScheduler::offload_prefix(int group, std::int64_t blocks, std::uint64_t uses) {
+double TierTransfers::serial_seconds(const Cluster& cluster) const {
+  const double pcie = cluster.host.pcie_bandwidth.value();
+  double seconds = (gpu_to_host + host_to_gpu) / pcie;
+  if (cluster.nvme) {
+    seconds += nvme_to_host / cluster.nvme->read_bandwidth.value() + host_to_nvme / cluster.nvme->write_bandwidth.value();
+  }
+  return seconds;
+}
+
+bool BatchScheduler::stored_below(int group) const {
+  return host_tier_.prefixes.count(group) > 0 || nvme_tier_.prefixes.count(group) > 0;
+}
+
+void BatchScheduler::offload_prefix(int group, std::int64_t blocks, std::uint64_t uses, bool background) {
   if (blocks > host_tier_.capacity_blocks) {
     ++out_.prefixes_dropped;
     return;
@@ -330,14 +349,14 @@ void BatchScheduler::offload_prefix(int group, std::int64_t blocks, std::uint64_
     nvme_tier_.used_blocks += moved.blocks;
     const double bytes = moved.blocks * block_bytes_;
     out_.prefix_nvme_write_bytes += bytes;
-    pending_tier_seconds_ += bytes / s_.cluster.nvme->write_bandwidth.value();
+    pending_tier_.host_to_nvme += bytes;
     out_.nvme_tier_peak_bytes = std::max(out_.nvme_tier_peak_bytes, nvme_tier_.used_blocks * block_bytes_);
   }
   host_tier_.prefixes[group] = StoredPrefix{blocks, ++clock_, uses};
   host_tier_.used_blocks += blocks;
   const double bytes = blocks * block_bytes_;
   out_.prefix_offload_bytes += bytes;
-  pending_tier_seconds_ += bytes / s_.cluster.host.pcie_bandwidth.value();  // GPU to host over PCIe
+  (background ? pending_tier_.background_gpu_to_host : pending_tier_.gpu_to_host) += bytes;  // over PCIe
   out_.host_tier_peak_bytes = std::max(out_.host_tier_peak_bytes, host_tier_.used_blocks * block_bytes_);
 }
 
@@ -349,13 +368,12 @@ std::optional<BatchScheduler::StoredPrefix> BatchScheduler::fetch_prefix(int gro
     tier->used_blocks -= found.blocks;
     tier->prefixes.erase(p);
     const double bytes = found.blocks * block_bytes_;
-    const double pcie = s_.cluster.host.pcie_bandwidth.value();
+    pending_tier_.host_to_gpu += bytes;
     if (tier == &nvme_tier_) {
       out_.prefix_fetch_nvme_bytes += bytes;
-      pending_tier_seconds_ += bytes / s_.cluster.nvme->read_bandwidth.value() + bytes / pcie;  // NVMe, then PCIe
+      pending_tier_.nvme_to_host += bytes;  // read first, then over PCIe
     } else {
       out_.prefix_fetch_host_bytes += bytes;
-      pending_tier_seconds_ += bytes / pcie;
     }
     return found;
   }

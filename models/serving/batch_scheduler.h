@@ -47,6 +47,20 @@ struct Sequence {
   bool swapped = false;
 };
 
+/// Cached-prefix KV moved between tiers around one iteration (bytes, whole replica). A backend
+/// with a network model runs them as transfers: fetches (NVMe read, then PCIe) and offloads
+/// before the iteration, NVMe demotions and proactive copies in the background.
+struct TierTransfers {
+  double gpu_to_host = 0;             ///< prefixes evicted from the GPU into host memory
+  double host_to_gpu = 0;             ///< prefixes fetched back (from host memory, or NVMe via host)
+  double nvme_to_host = 0;            ///< the NVMe part of those fetches, read before the PCIe copy
+  double host_to_nvme = 0;            ///< prefixes demoted from host memory to NVMe (background)
+  double background_gpu_to_host = 0;  ///< proactive copies of idle prefixes (background)
+  /// Seconds if the foreground ones ran alone at their links' bandwidth one after another, for
+  /// drivers without a network model.
+  [[nodiscard]] double serial_seconds(const Cluster& cluster) const;
+};
+
 /// One iteration's batch and what it costs besides compute.
 struct ScheduledIteration {
   IterationLoad load;
@@ -55,7 +69,7 @@ struct ScheduledIteration {
   std::vector<int> chunks;          ///< prompt tokens each prefilling sequence computes
   double swap_out_bytes = 0;        ///< KV moved to host memory before the iteration (preemption by swap)
   double swap_in_bytes = 0;         ///< KV brought back
-  double tier_seconds = 0;          ///< cached prefixes moved between tiers before the iteration
+  TierTransfers tier;               ///< cached prefixes moved between tiers
 };
 
 /// The run's request records for these requests, in order.
@@ -101,7 +115,10 @@ class BatchScheduler {
   void evict_cached_prefixes(std::int64_t blocks);
   /// A prefix leaving the GPU: to host memory if there is a host tier (demoting to NVMe, or
   /// dropping, what no longer fits there), else dropped.
-  void offload_prefix(int group, std::int64_t blocks, std::uint64_t uses);
+  /// `background`: a proactive copy of a prefix that stays on the GPU too.
+  void offload_prefix(int group, std::int64_t blocks, std::uint64_t uses, bool background = false);
+  /// Whether a lower tier holds a copy of `group`'s prefix.
+  [[nodiscard]] bool stored_below(int group) const;
   struct StoredPrefix;
   /// The prefix of `group` from a lower tier, if one holds it (it leaves the tier).
   std::optional<StoredPrefix> fetch_prefix(int group);
@@ -144,7 +161,7 @@ class BatchScheduler {
   [[nodiscard]] bool leaves_first(std::uint64_t a_last_use, std::uint64_t a_uses, std::uint64_t b_last_use,
                                   std::uint64_t b_uses) const;
   Tier host_tier_, nvme_tier_;
-  double pending_tier_seconds_ = 0;
+  TierTransfers pending_tier_;
   bool share_prefixes_ = false;
   std::map<int, CachedPrefix> prefixes_;
   std::int64_t idle_prefix_blocks_ = 0;  // blocks of cached prefixes without users (evictable, inside used_)

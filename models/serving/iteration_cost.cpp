@@ -65,7 +65,7 @@ IterationModel::IterationModel(const Scenario& s) : s_(s) {
   if (write != s.cluster.kv_write_elements_per_s.end()) kv_write_elements_per_s_ = write->second;
 }
 
-double IterationModel::seconds(const IterationLoad& load) const {
+double IterationModel::compute_seconds(const IterationLoad& load) const {
   const Efficiency& eff = s_.cluster.efficiency;
   const double tokens = load.prefill_tokens + load.decode_sequences;
   if (tokens == 0) return 0;
@@ -113,15 +113,24 @@ double IterationModel::seconds(const IterationLoad& load) const {
 
   const double elementwise = elementwise_bytes_per_token_ * tokens / tp_ / (hbm_ * eff.memory);
 
+  return gemms + decode_attention + prefill_attention + kv_write + elementwise;
+}
+
+int IterationModel::tp_all_reduces() const { return tp_ > 1 ? 2 * s_.model.layers : 0; }
+
+double IterationModel::tp_all_reduce_bytes(const IterationLoad& load) const {
+  return static_cast<double>(load.prefill_tokens + load.decode_sequences) * s_.model.hidden * 2;
+}
+
+double IterationModel::seconds(const IterationLoad& load) const {
   double comm = 0;
   if (tp_ > 1) {
-    // Two ring all-reduces of the hidden states per layer over the intra-node links.
-    const double buffer = tokens * s_.model.hidden * 2;
+    // Ring all-reduces over the intra-node links: 2(n-1)/n of the buffer per rank, 2(n-1) steps.
     const double bw = s_.cluster.intra_node.bandwidth.value();
     const double alpha = s_.cluster.intra_node.latency.value();
-    comm = 2.0 * s_.model.layers * (2 * (tp_ - 1) / tp_ * buffer / bw + 2 * (tp_ - 1) * alpha);
+    comm = tp_all_reduces() * (2 * (tp_ - 1) / tp_ * tp_all_reduce_bytes(load) / bw + 2 * (tp_ - 1) * alpha);
   }
-  return gemms + decode_attention + prefill_attention + kv_write + elementwise + comm;
+  return compute_seconds(load) + comm;
 }
 
 double IterationModel::prefill_alone(int prompt_tokens) const {

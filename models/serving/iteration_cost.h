@@ -32,8 +32,14 @@ struct IterationLoad {
 class IterationModel {
  public:
   explicit IterationModel(const Scenario& scenario);
-  /// Seconds for one iteration of this load.
+  /// Seconds for one iteration of this load: its kernels, then its tensor-parallel all-reduces on
+  /// idle intra-node links (the alpha-beta form).
   [[nodiscard]] double seconds(const IterationLoad& load) const;
+  /// The kernels alone (a simulator runs the all-reduces as flows instead).
+  [[nodiscard]] double compute_seconds(const IterationLoad& load) const;
+  /// Tensor parallelism's ring all-reduces of the hidden states: two per layer, each this many bytes.
+  [[nodiscard]] int tp_all_reduces() const;
+  [[nodiscard]] double tp_all_reduce_bytes(const IterationLoad& load) const;
   /// Seconds for the prefill of one prompt alone, and for one decode step of one sequence with
   /// `context` cached tokens (the idle-system TTFT and TPOT).
   [[nodiscard]] double prefill_alone(int prompt_tokens) const;

@@ -37,7 +37,7 @@ ServingRun drive(const Scenario& s, std::int64_t capacity_blocks) {
       continue;
     }
     const double started = now;
-    now += model.seconds(it->load) + it->tier_seconds + 1e-6;
+    now += model.seconds(it->load) + it->tier.serial_seconds(s.cluster) + 1e-6;
     scheduler.complete(*it, started, now);
     REQUIRE(scheduler.used_blocks() >= 0);
     REQUIRE(scheduler.used_blocks() <= capacity_blocks);

@@ -266,6 +266,57 @@ TEST_CASE("prefix caching computes a shared prefix once: hits skip its prefill, 
   CHECK(tight["kv_cache"]["peak_utilization"].get<double>() <= 1.0);
 }
 
+TEST_CASE("tensor parallelism's all-reduces run as flows: on idle links the alpha-beta time, slower over PCIe", "[unit]") {
+  const std::vector<std::string> sets = {"inference.workload.rate=0.05/s", "inference.workload.requests=4",
+                                         "inference.workload.prompt_tokens=1000", "inference.workload.output_tokens=20",
+                                         "cluster.gpus_per_node=2", "inference.serving.tensor_parallel=2"};
+  auto doc = serve(kFp16, sets);
+  const Scenario s = load_scenario_file(source_path(kFp16), sets).scenario;
+  const IterationModel model(s);
+  // The simulated ring flows on idle NVLink take exactly what the closed form says.
+  CHECK(doc["latency_s"]["ttft"]["p50"].get<double>() == Approx(model.prefill_alone(1000)).epsilon(1e-6));
+  CHECK(model.prefill_alone(1000) > model.compute_seconds(IterationLoad{1000, 1000 * 500.0, 0, 1}));
+  // The same all-reduces over PCIe peer links (no NVLink) take longer.
+  auto pcie = sets;
+  pcie.push_back("cluster.intra_node.fabric=pcie");
+  CHECK(serve(kFp16, pcie)["latency_s"]["ttft"]["p50"].get<double>() > doc["latency_s"]["ttft"]["p50"].get<double>());
+}
+
+TEST_CASE("tier transfers cross the GPUs' PCIe links: a slower link makes fetches slower", "[unit]") {
+  const std::vector<std::string> load = {"inference.workload.requests=300", "inference.workload.rate=4/s",
+                                         "inference.workload.shared_prefix={groups: 200, tokens: 1000}",
+                                         "inference.serving.prefix_caching=true", "inference.kv_cache.memory=2GiB",
+                                         "inference.tiers.host_memory=64GiB"};
+  auto fast = serve(kFp16, load);
+  auto slow_load = load;
+  slow_load.push_back("cluster.host.pcie_bandwidth=2GB/s");
+  auto slow = serve(kFp16, slow_load);
+  // The same decisions (the scheduler does not see the clock's cause), paid at the link's speed.
+  CHECK(slow["tiers"]["prefix_fetch_host_bytes"].get<double>() > 0);
+  CHECK(slow["latency_s"]["ttft"]["p50"].get<double>() > fast["latency_s"]["ttft"]["p50"].get<double>());
+}
+
+TEST_CASE("proactive offload copies idle prefixes in the background: evictions then move nothing", "[unit]") {
+  const std::vector<std::string> load = {"inference.workload.requests=300", "inference.workload.rate=4/s",
+                                         "inference.workload.shared_prefix={groups: 200, tokens: 1000}",
+                                         "inference.serving.prefix_caching=true", "inference.kv_cache.memory=2GiB",
+                                         "inference.tiers.host_memory=64GiB", "cluster.host.pcie_bandwidth=4GB/s"};
+  auto on_demand = serve(kFp16, load);
+  auto proactive_load = load;
+  proactive_load.push_back("inference.tiers.proactive_offload=true");
+  auto proactive = serve(kFp16, proactive_load);
+  CHECK(proactive["requests"]["completed"] == 300);
+  // Every idle prefix is copied once, whether or not it is evicted later: at least as many bytes.
+  CHECK(proactive["tiers"]["prefix_offload_bytes"].get<double>() >= on_demand["tiers"]["prefix_offload_bytes"].get<double>());
+  CHECK(proactive["prefix_cache"]["dropped"] == 0);
+  // Nobody waits for those copies: time to first token does not get worse.
+  CHECK(proactive["latency_s"]["ttft"]["p50"].get<double>() <= on_demand["latency_s"]["ttft"]["p50"].get<double>());
+  // It needs a host tier to copy into.
+  auto r = run_memtwin({"run", source_path(kFp16), "--backend", "sim", "--set", "inference.tiers.proactive_offload=true"});
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("inference.tiers.proactive_offload") && Catch::Contains("host_memory"));
+}
+
 TEST_CASE("KV tiers keep prefixes evicted from the GPU: host memory, then NVMe, fetched back instead of recomputed",
           "[unit]") {
   const std::vector<std::string> tight = {"inference.workload.requests=300", "inference.workload.rate=4/s",
