@@ -74,16 +74,19 @@ class Replica {
   }
 
  private:
-  // Copies over each of the replica's GPUs' PCIe links, each GPU moving its share of the KV.
-  void pcie_async(double bytes, bool to_gpu, std::vector<sg4::CommPtr>& into) const {
-    if (bytes <= 0) return;
-    const double share = bytes / static_cast<double>(placement_.gpus.size());
+  // The scheduler counts one GPU's bytes (a replica's block is a block on each of its GPUs): every
+  // GPU of the replica moves that much over its own PCIe link, and the node's NVMe serves them all.
+  void pcie_async(double bytes_per_gpu, bool to_gpu, std::vector<sg4::CommPtr>& into) const {
+    if (bytes_per_gpu <= 0) return;
     auto* cpu = platform_.cpus[placement_.node];
+    const auto bytes = static_cast<std::uint64_t>(bytes_per_gpu);
     for (int slot : placement_.gpus) {
       auto* gpu = platform_.gpus[slot];
-      into.push_back(to_gpu ? sg4::Comm::sendto_async(cpu, gpu, static_cast<std::uint64_t>(share))
-                            : sg4::Comm::sendto_async(gpu, cpu, static_cast<std::uint64_t>(share)));
+      into.push_back(to_gpu ? sg4::Comm::sendto_async(cpu, gpu, bytes) : sg4::Comm::sendto_async(gpu, cpu, bytes));
     }
+  }
+  [[nodiscard]] sg_size_t nvme_bytes(double bytes_per_gpu) const {
+    return static_cast<sg_size_t>(bytes_per_gpu * static_cast<double>(placement_.gpus.size()));
   }
 
   // What the iteration waits for: swaps and prefix offloads leaving the GPU, prefix fetches
@@ -93,7 +96,7 @@ class Replica {
     pcie_async(it.swap_out_bytes + it.tier.gpu_to_host, false, comms);
     if (it.tier.nvme_to_host > 0) {
       sg4::this_actor::sleep_for(s_.cluster.nvme->latency.value());
-      platform_.nvme.at(placement_.node)->read(static_cast<sg_size_t>(it.tier.nvme_to_host));
+      platform_.nvme.at(placement_.node)->read(nvme_bytes(it.tier.nvme_to_host));
     }
     pcie_async(it.swap_in_bytes + it.tier.host_to_gpu, true, comms);
     for (auto& c : comms) c->wait();
@@ -107,7 +110,7 @@ class Replica {
     std::erase_if(background_io_, done);
     pcie_async(tier.background_gpu_to_host, false, background_comms_);
     if (tier.host_to_nvme > 0) {
-      background_io_.push_back(platform_.nvme.at(placement_.node)->write_async(static_cast<sg_size_t>(tier.host_to_nvme)));
+      background_io_.push_back(platform_.nvme.at(placement_.node)->write_async(nvme_bytes(tier.host_to_nvme)));
     }
   }
 

@@ -203,6 +203,8 @@ int cmd_plan(const Args& args) {
     int width;
   };
   static constexpr ProbeColumn kProbeColumns[] = {{"throughput_requests_per_s", "throughput.requests_per_s", "throughput/s", 14},
+                                                  {"served_requests_per_s", "load.served_requests_per_s_while_arriving",
+                                                   "served/s", 10},
                                                   {"ttft_p99_s", "latency_s.ttft.p99", "ttft_p99_s", 12},
                                                   {"tpot_p99_s", "latency_s.tpot.p99", "tpot_p99_s", 12}};
   auto optional_json = [](const std::optional<double>& v) { return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(); };

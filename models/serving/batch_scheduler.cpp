@@ -310,11 +310,11 @@ std::map<int, BatchScheduler::StoredPrefix>::iterator BatchScheduler::first_leav
   return victim;
 }
 
-double TierTransfers::serial_seconds(const Cluster& cluster) const {
+double TierTransfers::serial_seconds(const Cluster& cluster, int gpus) const {
   const double pcie = cluster.host.pcie_bandwidth.value();
   double seconds = (gpu_to_host + host_to_gpu) / pcie;
   if (cluster.nvme) {
-    seconds += nvme_to_host / cluster.nvme->read_bandwidth.value() + host_to_nvme / cluster.nvme->write_bandwidth.value();
+    seconds += gpus * (nvme_to_host / cluster.nvme->read_bandwidth.value() + host_to_nvme / cluster.nvme->write_bandwidth.value());
   }
   return seconds;
 }

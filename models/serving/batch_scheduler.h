@@ -47,7 +47,8 @@ struct Sequence {
   bool swapped = false;
 };
 
-/// Cached-prefix KV moved between tiers around one iteration (bytes, whole replica). A backend
+/// Cached-prefix KV moved between tiers around one iteration (bytes per GPU of the replica: each
+/// GPU moves its part of every block over its own PCIe link; a node's NVMe serves all). A backend
 /// with a network model runs them as transfers: fetches (NVMe read, then PCIe) and offloads
 /// before the iteration, NVMe demotions and proactive copies in the background.
 struct TierTransfers {
@@ -57,8 +58,8 @@ struct TierTransfers {
   double host_to_nvme = 0;            ///< prefixes demoted from host memory to NVMe (background)
   double background_gpu_to_host = 0;  ///< proactive copies of idle prefixes (background)
   /// Seconds if the foreground ones ran alone at their links' bandwidth one after another, for
-  /// drivers without a network model.
-  [[nodiscard]] double serial_seconds(const Cluster& cluster) const;
+  /// drivers without a network model (`gpus`: the replica's, whose parts the NVMe serves).
+  [[nodiscard]] double serial_seconds(const Cluster& cluster, int gpus = 1) const;
 };
 
 /// One iteration's batch and what it costs besides compute.
@@ -67,8 +68,8 @@ struct ScheduledIteration {
   std::vector<Sequence*> decoding;
   std::vector<Sequence*> prefilling;
   std::vector<int> chunks;          ///< prompt tokens each prefilling sequence computes
-  double swap_out_bytes = 0;        ///< KV moved to host memory before the iteration (preemption by swap)
-  double swap_in_bytes = 0;         ///< KV brought back
+  double swap_out_bytes = 0;        ///< KV moved to host memory before the iteration (preemption by swap), per GPU
+  double swap_in_bytes = 0;         ///< KV brought back, per GPU
   TierTransfers tier;               ///< cached prefixes moved between tiers
 };
 

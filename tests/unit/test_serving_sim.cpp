@@ -119,6 +119,27 @@ TEST_CASE("past saturation latency grows and the result says the load was unsust
   }
 }
 
+TEST_CASE("a short run below capacity is sustainable while its long requests still run, a growing queue is not",
+          "[unit]") {
+  // 600 requests of 6,000 prompt and 1,024 output tokens each take about 20 s to serve; the
+  // arrivals last 150 s at 4/s and 100 s at 6/s.
+  const std::string h2o = "scenarios/serving/llama3-8b-h100-h2o20-kv.yaml";
+  const std::vector<std::string> load = {"inference.workload.requests=600",
+                                         "inference.workload.prompt_tokens={dist: fixed, value: 6000}",
+                                         "inference.workload.output_tokens={dist: fixed, value: 1024}"};
+  auto at = [&](const char* rate) {
+    auto sets = load;
+    sets.push_back(std::string("inference.workload.rate=") + rate);
+    return serve(h2o, sets);
+  };
+  const auto below = at("4/s");
+  CHECK(below["load"]["sustainable"] == true);
+  CHECK(below["load"]["service_allowance_s"].get<double>() > 10);  // its own service time is allowed for
+  const auto above = at("6/s");
+  CHECK(above["load"]["sustainable"] == false);
+  CHECK(above["load"]["ttft_growth_s"].get<double>() > 5);  // later arrivals wait longer and longer
+}
+
 TEST_CASE("serving results are deterministic for a seed", "[unit]") {
   auto a = run_memtwin({"run", source_path(kFp16), "--backend", "sim", "--json"});
   auto b = run_memtwin({"run", source_path(kFp16), "--backend", "sim", "--json"});
