@@ -55,6 +55,7 @@ BatchScheduler::BatchScheduler(int replica, const Scenario& s, const KvCompresso
   // each of its GPUs (block_bytes is one GPU's), all of which land in the tier. So a tier holds
   // tier bytes / (GPUs per node x block bytes) of the replica's blocks; each GPU moves its own part
   // over its own PCIe link.
+  swap_capacity_blocks_ = static_cast<std::int64_t>(s.inference->serving.swap_space.as_double() / block_bytes);
   const TierSpec& tiers = s.inference->tiers;
   const double per_block = static_cast<double>(s.cluster.gpus_per_node) * block_bytes;
   if (tiers.host_memory) host_tier_.capacity_blocks = static_cast<std::int64_t>(tiers.host_memory->as_double() / per_block);
@@ -129,6 +130,7 @@ std::optional<ScheduledIteration> BatchScheduler::schedule() {
         evict_cached_prefixes(q.blocks);
         it.swap_in_bytes += q.blocks * block_bytes_;
         swapped_in_bytes_ += q.blocks * block_bytes_;
+        swapped_blocks_ -= q.blocks;
         used_ += q.blocks;
         note_peak();
         q.swapped = false;
@@ -384,16 +386,21 @@ void BatchScheduler::preempt_newest(ScheduledIteration& it) {
   Sequence q = running_.back();
   running_.pop_back();
   RequestRecord& r = out_.requests[q.record];
-  if (s_.inference->serving.preemption == Preemption::swap) {
-    // Its blocks go to host memory, a shared prefix's too (as a private copy: others may keep
-    // using the cached one, or it may be evicted before this sequence returns).
-    const std::int64_t moved = q.blocks + q.shared;
+  // Its blocks go to host memory, a shared prefix's too (as a private copy: others may keep using
+  // the cached one, or it may be evicted before this sequence returns) when the swap space has room;
+  // else it is recomputed, as vLLM falls back.
+  const std::int64_t moved = q.blocks + q.shared;
+  const bool swap = s_.inference->serving.preemption == Preemption::swap;
+  if (swap && swapped_blocks_ + moved > swap_capacity_blocks_) ++out_.swap_space_full;
+  if (swap && swapped_blocks_ + moved <= swap_capacity_blocks_) {
     it.swap_out_bytes += moved * block_bytes_;
     out_.swap_bytes += 2 * moved * block_bytes_;  // out now, in later
     swapped_out_bytes_ += moved * block_bytes_;
     ++r.swaps;
     ++out_.swaps;
     used_ -= q.blocks;  // the blocks live in host memory meanwhile
+    swapped_blocks_ += moved;
+    out_.peak_swap_bytes = std::max(out_.peak_swap_bytes, static_cast<double>(swapped_blocks_) * block_bytes_);
     release_prefix(q);
     q.blocks = moved;
     q.swapped = true;

@@ -133,6 +133,9 @@ class BatchScheduler {
   ServingRun& out_;
   std::int64_t capacity_, used_ = 0;
   double swapped_out_bytes_ = 0, swapped_in_bytes_ = 0;  // this replica's host-tier traffic so far
+  // vLLM's swap space: host memory per GPU for swapped-out blocks (a block of the replica takes
+  // block_bytes on each GPU, so the space holds swap_space / block_bytes of them).
+  std::int64_t swap_capacity_blocks_ = 0, swapped_blocks_ = 0;
   double block_bytes_;
   std::deque<Sequence> waiting_;
   std::deque<Sequence> running_;

@@ -42,6 +42,8 @@ struct ServingRun {
   std::vector<Iteration> iteration_log;  ///< the first kMaxLoggedIterations, for the trace
   static constexpr std::size_t kMaxLoggedIterations = 200000;
   double swap_bytes = 0;
+  std::int64_t swap_space_full = 0;       ///< swap preemptions recomputed instead: the swap space was full
+  double peak_swap_bytes = 0;             ///< most bytes in one GPU's swap space at once
   std::int64_t prefix_cache_evictions = 0;  ///< cached prefixes that left the GPU to make room
   /// Cached prefixes moved between KV tiers (bytes), and the fullest each lower tier got.
   double prefix_offload_bytes = 0, prefix_fetch_host_bytes = 0, prefix_fetch_nvme_bytes = 0, prefix_nvme_write_bytes = 0;

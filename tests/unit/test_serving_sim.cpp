@@ -167,6 +167,18 @@ TEST_CASE("a small KV pool preempts and still completes every request - compress
   }());
   CHECK(swap["requests"]["completed"] == 400);
   CHECK(swap["tiers"]["host_swap_bytes"].get<double>() > 0);
+  CHECK(swap["tiers"]["swap_space_peak_bytes"].get<double>() <= 4.0 * (1 << 30));
+  // A swap space too small for a sequence: swap preemption falls back to recompute, and says so.
+  auto small = serve(kFp16, [&] {
+    auto s = tight;
+    s.push_back("inference.serving.preemption=swap");
+    s.push_back("inference.serving.swap_space=64MiB");
+    return s;
+  }());
+  CHECK(small["requests"]["completed"] == 400);
+  CHECK(small["tiers"]["swap_space_peak_bytes"].get<double>() <= 64.0 * (1 << 20));
+  CHECK(small["requests"]["preemptions"].get<int>() > 0);
+  CHECK_THAT(small["notes"].dump(), Catch::Contains("swap space full"));
 }
 
 TEST_CASE("the KV timeline carries the host-tier traffic, matching the swap total", "[unit]") {
