@@ -22,22 +22,26 @@ namespace sg4 = simgrid::s4u;
 
 namespace {
 
-// Where a replica runs: its GPUs (slots of the platform; tensor-parallel ranks of the first
-// pipeline stage first) and its node's CPU host and NVMe.
+// Where a replica runs: its GPUs (slots of the platform, stage by stage) and its node's CPU host
+// and NVMe; with pipeline stages, a lock per stage so that one batch at a time runs on it.
 struct Placement {
-  std::vector<int> gpus;     ///< all the replica's GPUs (the KV is spread over them)
-  std::vector<int> tp_ring;  ///< the tensor-parallel group that runs the all-reduces
+  std::vector<int> gpus;                   ///< all the replica's GPUs (the KV is spread over them)
+  std::vector<std::vector<int>> stages;    ///< each stage's tensor-parallel group
+  std::vector<sg4::MutexPtr> stage_locks;  ///< empty without pipeline stages
   int node = 0;
 };
 
-// One replica as an actor: the shared scheduler decides; SimGrid's clock advances by the
-// iteration's transfers, kernels and all-reduces.
-class Replica {
+// One scheduler of a replica as an actor (a replica with pipeline stages has one per stage, vLLM's
+// virtual engines, whose batches follow each other through the stages): the shared scheduler
+// decides; SimGrid's clock advances by the iteration's transfers, kernels and all-reduces.
+class VirtualEngine {
  public:
-  Replica(int index, const Scenario& s, const IterationModel& model, const KvCompressor& kv, ServingRun& out,
-          std::int64_t capacity_blocks, double block_bytes, const Platform& platform, Placement placement)
-      : s_(s), model_(model), scheduler_(index, s, kv, out, capacity_blocks, block_bytes), platform_(platform),
-        placement_(std::move(placement)) {}
+  VirtualEngine(int replica, int engine, const Scenario& s, const IterationModel& model, const KvCompressor& kv,
+                ServingRun& out, std::int64_t capacity_blocks, double block_bytes, const Platform& platform,
+                const Placement& placement)
+      : s_(s), model_(model),
+        scheduler_(replica, s, kv, out, capacity_blocks, block_bytes, engine, static_cast<int>(placement.stages.size())),
+        platform_(platform), placement_(placement) {}
 
   void enqueue(std::size_t record, int prompt) {
     scheduler_.enqueue(record, prompt);
@@ -64,8 +68,7 @@ class Replica {
       const double began = sg4::Engine::get_clock();
       start_background(it->tier);
       transfer_before(*it);
-      sg4::this_actor::sleep_for(model_.compute_seconds(it->load));
-      tensor_parallel_all_reduces(it->load);
+      run_stages(it->load);
       scheduler_.complete(*it, began, sg4::Engine::get_clock());
     }
     ended_s_ = sg4::Engine::get_clock();
@@ -114,14 +117,31 @@ class Replica {
     }
   }
 
-  // Two ring all-reduces of the hidden states per layer, one after another: run as the flows of
-  // one ring carrying all of them, plus the step latencies of the others.
-  void tensor_parallel_all_reduces(const IterationLoad& load) const {
-    const int count = model_.tp_all_reduces();
+  // Each stage in turn (waiting while another engine's batch holds it): its share of the kernels,
+  // then its share of tensor parallelism's all-reduces, then the hidden states to the next stage.
+  void run_stages(const IterationLoad& load) const {
+    const auto stages = static_cast<int>(placement_.stages.size());
+    const double tokens = load.prefill_tokens + load.decode_sequences;
+    for (int stage = 0; stage < stages; ++stage) {
+      if (stages > 1) placement_.stage_locks[stage]->lock();
+      sg4::this_actor::sleep_for(model_.compute_seconds(load) / stages);
+      tensor_parallel_all_reduces(load, placement_.stages[stage], stages);
+      if (stages > 1) placement_.stage_locks[stage]->unlock();
+      if (stage + 1 < stages) {
+        sg4::Comm::sendto(platform_.gpus[placement_.stages[stage].front()], platform_.gpus[placement_.stages[stage + 1].front()],
+                          static_cast<std::uint64_t>(tokens * s_.model.hidden * 2));
+      }
+    }
+  }
+
+  // Two ring all-reduces of the hidden states per layer of the stage, one after another: run as
+  // the flows of one ring carrying all of them, plus the step latencies of the others.
+  void tensor_parallel_all_reduces(const IterationLoad& load, const std::vector<int>& ring, int stages) const {
+    const int count = model_.tp_all_reduces() / stages;
     if (count == 0) return;
-    const int n = static_cast<int>(placement_.tp_ring.size());
-    CollectivePlan plan = plan_collective(Collective::all_reduce, placement_.tp_ring, count * model_.tp_all_reduce_bytes(load),
-                                          platform_.node_of_gpu, s_.cluster);
+    const int n = static_cast<int>(ring.size());
+    CollectivePlan plan =
+        plan_collective(Collective::all_reduce, ring, count * model_.tp_all_reduce_bytes(load), platform_.node_of_gpu, s_.cluster);
     plan.latency_s += (count - 1) * 2.0 * (n - 1) * s_.cluster.intra_node.latency.value();
     run_collective(plan, platform_);
   }
@@ -137,12 +157,64 @@ class Replica {
   const IterationModel& model_;
   BatchScheduler scheduler_;
   const Platform& platform_;
-  Placement placement_;
+  const Placement& placement_;
   sg4::ActorPtr idle_actor_;
   bool closed_ = false;
   double ended_s_ = 0;
   std::vector<sg4::CommPtr> background_comms_;
   std::vector<sg4::IoPtr> background_io_;
+};
+
+// A replica: its virtual engines (one without pipeline stages); a request goes to the one with
+// the fewest unfinished requests, as vLLM's engine picks a scheduler.
+class Replica {
+ public:
+  Replica(int index, const Scenario& s, const IterationModel& model, const KvCompressor& kv, ServingRun& out,
+          std::int64_t capacity_blocks, double block_bytes, const Platform& platform, Placement placement)
+      : placement_(std::move(placement)) {
+    const auto engines = static_cast<int>(placement_.stages.size());
+    for (int e = 0; e < engines; ++e) {
+      engines_.push_back(std::make_unique<VirtualEngine>(index, e, s, model, kv, out,
+                                                         std::max<std::int64_t>(1, capacity_blocks / engines), block_bytes,
+                                                         platform, placement_));
+    }
+  }
+  void enqueue(std::size_t record, int prompt) {
+    auto pick = std::min_element(engines_.begin(), engines_.end(),
+                                 [](const auto& a, const auto& b) { return a->outstanding() < b->outstanding(); });
+    (*pick)->enqueue(record, prompt);
+  }
+  [[nodiscard]] std::size_t outstanding() const {
+    std::size_t n = 0;
+    for (const auto& e : engines_) n += e->outstanding();
+    return n;
+  }
+  [[nodiscard]] std::int64_t used_blocks() const {
+    std::int64_t n = 0;
+    for (const auto& e : engines_) n += e->used_blocks();
+    return n;
+  }
+  void close() {
+    for (auto& e : engines_) e->close();
+  }
+  void on_finish(const std::function<void(std::size_t)>& f) {
+    for (auto& e : engines_) e->on_finish(f);
+  }
+  [[nodiscard]] double ended_s() const {
+    double t = 0;
+    for (const auto& e : engines_) t = std::max(t, e->ended_s());
+    return t;
+  }
+  void start(const Platform& platform, int index) {
+    for (std::size_t e = 0; e < engines_.size(); ++e) {
+      sg4::Actor::create("replica" + std::to_string(index) + ".engine" + std::to_string(e),
+                         platform.gpus[placement_.gpus.front()], [this, e] { engines_[e]->run(); });
+    }
+  }
+
+ private:
+  Placement placement_;
+  std::vector<std::unique_ptr<VirtualEngine>> engines_;
 };
 
 }  // namespace
@@ -155,12 +227,15 @@ ServingRun simulate_serving(const Scenario& s) {
   auto engine = make_engine();
   const Platform platform = build_platform(s.cluster);
   // Replica r takes the next tensor x pipeline GPUs, in rank order (the loader checks they exist).
-  const int tp = inf.serving.tensor_parallel, per_replica = tp * inf.serving.pipeline_parallel;
+  const int tp = inf.serving.tensor_parallel, pp = inf.serving.pipeline_parallel, per_replica = tp * pp;
   std::vector<Placement> placements;
   for (int r = 0; r < inf.serving.replicas; ++r) {
     Placement p;
     for (int g = 0; g < per_replica; ++g) p.gpus.push_back(r * per_replica + g);
-    p.tp_ring.assign(p.gpus.begin(), p.gpus.begin() + tp);
+    for (int stage = 0; stage < pp; ++stage) {
+      p.stages.emplace_back(p.gpus.begin() + stage * tp, p.gpus.begin() + (stage + 1) * tp);
+      if (pp > 1) p.stage_locks.push_back(sg4::Mutex::create());
+    }
     p.node = platform.node_of_gpu[p.gpus.front()];
     placements.push_back(std::move(p));
   }
@@ -219,9 +294,7 @@ ServingRun simulate_serving(const Scenario& s) {
     if (out.requests.empty()) for (auto& other : replicas) other->close();
     router_ended_s = sg4::Engine::get_clock();
   });
-  for (std::size_t r = 0; r < replicas.size(); ++r) {
-    sg4::Actor::create("replica" + std::to_string(r), platform.gpus[placements[r].gpus.front()], [&, r] { replicas[r]->run(); });
-  }
+  for (std::size_t r = 0; r < replicas.size(); ++r) replicas[r]->start(platform, static_cast<int>(r));
   engine->run();
   // The run ends with its last iteration (background copies still draining do not count).
   out.makespan_s = router_ended_s;

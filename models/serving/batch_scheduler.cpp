@@ -47,17 +47,19 @@ std::string serving_plan_hash(const Scenario& s, const std::vector<Request>& req
 }
 
 BatchScheduler::BatchScheduler(int replica, const Scenario& s, const KvCompressor& kv, ServingRun& out,
-                               std::int64_t capacity_blocks, double block_bytes)
-    : index_(replica), s_(s), kv_(kv), out_(out), capacity_(capacity_blocks), block_bytes_(block_bytes),
+                               std::int64_t capacity_blocks, double block_bytes, int virtual_engine,
+                               int virtual_engines)
+    : index_(replica), virtual_engine_(virtual_engine), s_(s), kv_(kv), out_(out), capacity_(capacity_blocks), block_bytes_(block_bytes),
       last_token_(out.requests.size(), 0.0) {
   share_prefixes_ = s.inference->serving.prefix_caching && shares_prefix_blocks(s.inference->kv_cache.compression.method);
   // A replica's share of each node's tiers is its GPUs' share; a block of the replica is a block on
   // each of its GPUs (block_bytes is one GPU's), all of which land in the tier. So a tier holds
   // tier bytes / (GPUs per node x block bytes) of the replica's blocks; each GPU moves its own part
   // over its own PCIe link.
-  swap_capacity_blocks_ = static_cast<std::int64_t>(s.inference->serving.swap_space.as_double() / block_bytes);
+  swap_capacity_blocks_ =
+      static_cast<std::int64_t>(s.inference->serving.swap_space.as_double() / block_bytes) / virtual_engines;
   const TierSpec& tiers = s.inference->tiers;
-  const double per_block = static_cast<double>(s.cluster.gpus_per_node) * block_bytes;
+  const double per_block = static_cast<double>(s.cluster.gpus_per_node) * block_bytes * virtual_engines;
   if (tiers.host_memory) host_tier_.capacity_blocks = static_cast<std::int64_t>(tiers.host_memory->as_double() / per_block);
   if (tiers.nvme) nvme_tier_.capacity_blocks = static_cast<std::int64_t>(tiers.nvme->as_double() / per_block);
 }
@@ -193,7 +195,7 @@ void BatchScheduler::complete(const ScheduledIteration& it, double started, doub
     if (q.prefilled == q.prompt && q.generated == 0) token(q, now);  // the first token ends the prefill
   }
   finish_done(now);
-  if (index_ == 0) {
+  if (index_ == 0 && virtual_engine_ == 0) {
     out_.kv_timeline.push_back({now, static_cast<double>(used_blocks()) / capacity_, swapped_out_bytes_, swapped_in_bytes_});
   }
 }

@@ -84,8 +84,11 @@ std::string serving_plan_hash(const Scenario& scenario, const std::vector<Reques
 
 class BatchScheduler {
  public:
+  /// `virtual_engine` of `virtual_engines`: which of a pipelined replica's schedulers this is (vLLM
+  /// runs one per stage; the caller gives each its share of the blocks, and the swap space and
+  /// tiers are shared out here). The KV timeline follows replica 0's first.
   BatchScheduler(int replica, const Scenario& scenario, const KvCompressor& kv, ServingRun& out,
-                 std::int64_t capacity_blocks, double block_bytes);
+                 std::int64_t capacity_blocks, double block_bytes, int virtual_engine = 0, int virtual_engines = 1);
 
   void enqueue(std::size_t record, int prompt);
   [[nodiscard]] std::size_t outstanding() const { return waiting_.size() + running_.size(); }
@@ -128,6 +131,7 @@ class BatchScheduler {
   void finish_done(double now);
 
   int index_;
+  int virtual_engine_;
   const Scenario& s_;
   const KvCompressor& kv_;
   ServingRun& out_;

@@ -23,13 +23,15 @@ IterationModel::IterationModel(const Scenario& s) : s_(s) {
   const Inference& inf = *s.inference;
   const ServingMemory memory = serving_memory(s);
   // Every weight is read once per iteration except the embedding tables, of which a lookup reads
-  // only the batch's rows (a tied table is read whole as the output head). With pipeline stages
-  // the heaviest stage's weights are counted whole.
+  // only the batch's rows (a tied table is read whole as the output head). With pipeline stages a
+  // batch passes every stage in turn: the heaviest stage's weights (one tensor rank's) once per
+  // stage, embeddings included.
   const ParameterCount count = count_parameters(s.model);
   const double untouched =
       inf.serving.pipeline_parallel > 1 ? 0.0 : (s.model.tied_embeddings ? 0.0 : count.embedding) + count.position;
   const double per_parameter = inf.weight_dtype == WeightDtype::fp32 ? 4.0 : 2.0;  // embeddings stay unquantised
-  weight_bytes_ = memory.weights.as_double() - untouched / inf.serving.tensor_parallel * per_parameter;
+  weight_bytes_ = memory.weights.as_double() * inf.serving.pipeline_parallel -
+                  untouched / inf.serving.tensor_parallel * per_parameter;
   head_params_ = static_cast<double>(s.model.vocab) * s.model.hidden;
   body_params_ = matmul_parameters_per_token(s.model) - head_params_;
   attention_width_ = static_cast<double>(s.model.layers) * s.model.heads * s.model.head_dim;

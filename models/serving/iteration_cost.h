@@ -35,7 +35,8 @@ class IterationModel {
   /// Seconds for one iteration of this load: its kernels, then its tensor-parallel all-reduces on
   /// idle intra-node links (the alpha-beta form).
   [[nodiscard]] double seconds(const IterationLoad& load) const;
-  /// The kernels alone (a simulator runs the all-reduces as flows instead).
+  /// The kernels alone (a simulator runs the all-reduces as flows instead): of all pipeline stages
+  /// one after another; each stage takes an equal share.
   [[nodiscard]] double compute_seconds(const IterationLoad& load) const;
   /// Tensor parallelism's ring all-reduces of the hidden states: two per layer, each this many bytes.
   [[nodiscard]] int tp_all_reduces() const;

@@ -315,6 +315,28 @@ TEST_CASE("tensor parallelism's all-reduces run as flows: on idle links the alph
   CHECK(serve(kFp16, pcie)["latency_s"]["ttft"]["p50"].get<double>() > doc["latency_s"]["ttft"]["p50"].get<double>());
 }
 
+TEST_CASE("pipeline-parallel replicas keep every stage busy with another batch - twice one GPU's throughput", "[unit]") {
+  const std::vector<std::string> saturated = {"inference.workload.rate=60/s", "inference.workload.requests=3000"};
+  auto with = [&](const char* gpus, const char* stages, std::vector<std::string> extra) {
+    extra.push_back(std::string("cluster.gpus_per_node=") + gpus);
+    extra.push_back(std::string("inference.serving.pipeline_parallel=") + stages);
+    return serve(kFp16, extra);
+  };
+  const double one = with("1", "1", saturated)["throughput"]["output_tokens_per_s"];
+  const double two_stages = with("2", "2", saturated)["throughput"]["output_tokens_per_s"];
+  INFO("one GPU " << one << " tokens/s, two stages " << two_stages);
+  // Two virtual engines, each with half the blocks, alternate on the stages: near twice the rate.
+  CHECK(two_stages > 1.7 * one);
+  CHECK(two_stages < 2.1 * one);
+  // Idle, a request passes both stages one after another (plus the hand-over): no faster than one GPU.
+  const std::vector<std::string> idle = {"inference.workload.rate=0.05/s", "inference.workload.requests=4",
+                                         "inference.workload.prompt_tokens=1000", "inference.workload.output_tokens=20"};
+  const double ttft_one = with("1", "1", idle)["latency_s"]["ttft"]["p50"];
+  const double ttft_two = with("2", "2", idle)["latency_s"]["ttft"]["p50"];
+  CHECK(ttft_two >= ttft_one);
+  CHECK(ttft_two < 1.1 * ttft_one);
+}
+
 TEST_CASE("tier transfers cross the GPUs' PCIe links: a slower link makes fetches slower", "[unit]") {
   const std::vector<std::string> load = {"inference.workload.requests=300", "inference.workload.rate=4/s",
                                          "inference.workload.shared_prefix={groups: 200, tokens: 1000}",
