@@ -140,6 +140,42 @@ TEST_CASE("a short run below capacity is sustainable while its long requests sti
   CHECK(above["load"]["ttft_growth_s"].get<double>() > 5);  // later arrivals wait longer and longer
 }
 
+TEST_CASE("the Llama-3-8B examples at rising rates: KIVI and H2O hold more tokens and sustain more than fp16", "[unit]") {
+  // A KV-bound load: 6,000-token prompts and 1,024 output tokens.
+  const std::vector<std::string> load = {"inference.workload.requests=600",
+                                         "inference.workload.prompt_tokens={dist: fixed, value: 6000}",
+                                         "inference.workload.output_tokens={dist: fixed, value: 1024}"};
+  struct Method {
+    const char* file;
+    double capacity_tokens = 0, highest_sustained = 0, ttft_p99_at_4 = 0;
+  };
+  std::vector<Method> methods = {{"scenarios/serving/llama3-8b-h100-fp16-kv.yaml"},
+                                 {"scenarios/serving/llama3-8b-h100-kivi4-kv.yaml"},
+                                 {"scenarios/serving/llama3-8b-h100-h2o20-kv.yaml"}};
+  for (auto& m : methods) {
+    for (const char* rate : {"2/s", "4/s", "6/s"}) {
+      auto sets = load;
+      sets.push_back(std::string("inference.workload.rate=") + rate);
+      const auto doc = serve(m.file, sets);
+      m.capacity_tokens = doc["kv_cache"]["capacity_tokens"];
+      if (doc["load"]["sustainable"].get<bool>()) m.highest_sustained = std::stod(rate);
+      if (std::string(rate) == "4/s") m.ttft_p99_at_4 = doc["latency_s"]["ttft"]["p99"];
+    }
+    INFO(m.file << ": " << m.capacity_tokens << " tokens, sustains " << m.highest_sustained << "/s, p99 TTFT at 4/s "
+                << m.ttft_p99_at_4 << " s");
+  }
+  const Method &fp16 = methods[0], &kivi = methods[1], &h2o = methods[2];
+  // Compression never lowers capacity; here it multiplies it.
+  CHECK(kivi.capacity_tokens > 3 * fp16.capacity_tokens);
+  CHECK(h2o.capacity_tokens > 3 * fp16.capacity_tokens);
+  // fp16 runs out of KV first: the compressed caches sustain a higher rate and answer faster there.
+  CHECK(fp16.highest_sustained == 2);
+  CHECK(kivi.highest_sustained >= 4);
+  CHECK(h2o.highest_sustained >= 4);
+  CHECK(kivi.ttft_p99_at_4 < fp16.ttft_p99_at_4 / 10);
+  CHECK(h2o.ttft_p99_at_4 < fp16.ttft_p99_at_4 / 10);
+}
+
 TEST_CASE("serving results are deterministic for a seed", "[unit]") {
   auto a = run_memtwin({"run", source_path(kFp16), "--backend", "sim", "--json"});
   auto b = run_memtwin({"run", source_path(kFp16), "--backend", "sim", "--json"});
