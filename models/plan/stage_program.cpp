@@ -310,7 +310,11 @@ void StageProgramBuilder::backward(int mb) {
   Impl& x = *impl_;
   const std::string tag = "mb" + std::to_string(mb) + ".";
   const int stage = x.spec.virtual_stage;
+  // DDP (no_sync) and Megatron reduce gradients once, after the last micro-batch; ZeRO-3 and FSDP
+  // hold only their shard of the gradients, so every micro-batch's backward reduce-scatters its
+  // gradients into it (PyTorch FSDP without no_sync, DeepSpeed's partitioned gradients).
   const bool last_mb = mb + 1 == x.spec.microbatches;
+  const bool reduce_now = last_mb || x.gather;
   if (!x.spec.has_head) {
     x.previous = x.e.collective(tag + "recv_gradients", Collective::p2p_backward, "pp_next", x.boundary_bytes(),
                                 {x.previous}, "grad." + std::to_string(stage) + "." + std::to_string(mb), Stream::recv_next);
@@ -357,13 +361,13 @@ void StageProgramBuilder::backward(int mb) {
     last = x.tp_collectives(name + ".bwd", last);
     x.previous = x.e.memory(OpKind::free, name + ".activations", activations, {last});
     if (x.gather) x.free_gather_bwd[b] = x.e.memory(OpKind::free, name + ".params_bwd", gathered, {x.previous});
-    if (last_mb) x.reduce_gradients(name, x.block.params, x.previous);
+    if (reduce_now) x.reduce_gradients(name, x.block.params, x.previous);
   }
   if (stage > 0) {
     x.e.collective(tag + "send_gradients", Collective::p2p_backward, "pp_prev", x.boundary_bytes(), {x.previous},
                    "grad." + std::to_string(stage - 1) + "." + std::to_string(mb), Stream::send_prev);
   }
-  if (last_mb) x.reduce_gradients(tag + "root", x.root_params, x.previous);
+  if (reduce_now) x.reduce_gradients(tag + "root", x.root_params, x.previous);
 }
 
 void StageProgramBuilder::epilogue(const std::vector<const StageProgramBuilder*>& other_chunks) {
