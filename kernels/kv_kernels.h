@@ -62,8 +62,11 @@ inline DecodeAttentionArgs make_decode_args(const float* query, const std::uint8
 void validate(const DecodeAttentionArgs& a);
 
 /// One query token per sequence against its cached context (CPU, parallel over sequences and KV
-/// heads with OpenMP where available).
-void decode_attention(const DecodeAttentionArgs& a);
+/// heads with OpenMP where available). On x86-64 CPUs with AVX2, FMA and F16C a vectorised kernel
+/// runs (decode_attention_simd_available()); `allow_simd = false` forces the portable one (tests
+/// hold both to the reference).
+void decode_attention(const DecodeAttentionArgs& a, bool allow_simd = true);
+bool decode_attention_simd_available();
 
 /// Naive float reference: contiguous K and V [num_seqs][max_context][kv_heads][head_dim].
 void reference_decode_attention(const float* query, const float* k, const float* v, const std::int32_t* context_lens,

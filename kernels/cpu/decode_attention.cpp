@@ -3,6 +3,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/decode_attention_simd.h"
 #include "kernels/kv_kernels.h"
 
 namespace memtwin::kernels {
@@ -122,7 +123,22 @@ void attend_pair(const DecodeAttentionArgs& a, int seq, int kvh, const float* ha
 
 }  // namespace
 
-void decode_attention(const DecodeAttentionArgs& a) {
+namespace simd {
+bool avx2_supported() {
+#if defined(__x86_64__) && defined(__GNUC__) && defined(MEMTWIN_KERNELS_AVX2)
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+#else
+  return false;
+#endif
+}
+}  // namespace simd
+
+bool decode_attention_simd_available() {
+  static const bool available = simd::avx2_supported();
+  return available;
+}
+
+void decode_attention(const DecodeAttentionArgs& a, bool allow_simd) {
   validate(a);
   for (int seq = 0; seq < a.num_seqs; ++seq) {  // checked before the parallel loop: no throwing inside it
     if (a.context_lens[seq] < 1 || a.context_lens[seq] > a.max_blocks_per_seq * a.shape.block_size) {
@@ -130,13 +146,18 @@ void decode_attention(const DecodeAttentionArgs& a) {
     }
   }
   const float* halves = half_table();
+  const bool simd_path = allow_simd && decode_attention_simd_available();
   const int pairs = a.num_seqs * a.shape.kv_heads;
   long tokens = 0;
   for (int seq = 0; seq < a.num_seqs; ++seq) tokens += a.context_lens[seq];
-  // Threads only pay off for enough work: waking them costs more than a short call takes.
-  const bool parallel = tokens * a.shape.kv_heads > (1L << 16);
+  // Threads only pay off for enough work (about 100 us here): waking them costs more than a
+  // shorter call takes.
+  const bool parallel = tokens * a.shape.kv_heads >= (1L << 12);
 #pragma omp parallel for schedule(static) if (parallel)
-  for (int pair = 0; pair < pairs; ++pair) attend_pair(a, pair / a.shape.kv_heads, pair % a.shape.kv_heads, halves);
+  for (int pair = 0; pair < pairs; ++pair) {
+    const int seq = pair / a.shape.kv_heads, kvh = pair % a.shape.kv_heads;
+    if (!(simd_path && simd::attend_pair_avx2(a, seq, kvh))) attend_pair(a, seq, kvh, halves);
+  }
 }
 
 void reference_decode_attention(const float* query, const float* k, const float* v, const std::int32_t* context_lens,

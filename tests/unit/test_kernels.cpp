@@ -149,14 +149,19 @@ TEST_CASE("decode attention matches the naive reference (fp16, int8, int4 - GQA 
       }
       const float scale = 1.f / std::sqrt(static_cast<float>(head_dim));
       std::vector<float> out(static_cast<std::size_t>(seqs) * q_heads * head_dim), ref(out.size());
-      decode_attention(make_decode_args(q.data(), kc.data(), vc.data(), table.data(), context.data(), out.data(), seqs,
-                                        q_heads, max_blocks, shape));
       reference_decode_attention(q.data(), kd.data(), vd.data(), context.data(), seqs, max_context, q_heads, kv_heads,
                                  head_dim, scale, ref.data());
-      double worst = 0;
-      for (std::size_t i = 0; i < out.size(); ++i) worst = std::max(worst, static_cast<double>(std::fabs(out[i] - ref[i]) / (1 + std::fabs(ref[i]))));
-      INFO("head_dim " << head_dim << " bits " << shape.format.bits());
-      CHECK(worst < 1e-4);
+      // The portable kernel, and the vectorised one where this CPU has it.
+      for (bool simd : {false, true}) {
+        if (simd && !decode_attention_simd_available()) continue;
+        decode_attention(make_decode_args(q.data(), kc.data(), vc.data(), table.data(), context.data(), out.data(), seqs,
+                                          q_heads, max_blocks, shape),
+                         simd);
+        double worst = 0;
+        for (std::size_t i = 0; i < out.size(); ++i) worst = std::max(worst, static_cast<double>(std::fabs(out[i] - ref[i]) / (1 + std::fabs(ref[i]))));
+        INFO("head_dim " << head_dim << " bits " << shape.format.bits() << (simd ? " vectorised" : " portable"));
+        CHECK(worst < 1e-4);
+      }
     }
   }
 }

@@ -1,0 +1,252 @@
+// Decode attention for x86-64 CPUs with AVX2, FMA and F16C (Haswell and later, every EPYC): the
+// same arithmetic as the portable kernel in decode_attention.cpp, arranged for the vector units.
+// This file alone is compiled with -mavx2 -mfma -mf16c; decode_attention() calls it only after
+// checking the CPU (decode_attention_avx2_supported()), so the rest of the program stays baseline.
+//
+// Per (sequence, KV head) the GQA group's query heads share every K and V vector read:
+//   K pass  one token at a time, the dot products of all the group's heads accumulated in
+//           registers (fp16 widened 8 at a time by vcvtph2ps, quantised groups dequantised into a
+//           small buffer first);
+//   softmax a vectorised exp;
+//   V pass  tiles of tokens: each tile's vectors stay in L1 while the output is accumulated in
+//           registers 16 dimensions at a time.
+#include "kernels/cpu/decode_attention_simd.h"
+
+#if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+namespace memtwin::kernels::simd {
+
+namespace {
+
+constexpr int kTile = 32;  // tokens whose V vectors (dequantised: 32 x 256 floats) stay in L1
+
+float horizontal_sum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// exp(x) for x <= 0 (softmax after subtracting the maximum): 2^(x log2 e) as 2^n times a degree-6
+// polynomial on [-0.5, 0.5]; relative error below 2e-7, and exp(x) = 0 below -87.
+__m256 exp_negative(__m256 x) {
+  const __m256 lo = _mm256_set1_ps(-87.0f);
+  x = _mm256_max_ps(x, lo);
+  const __m256 t = _mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f));
+  const __m256 n = _mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256 f = _mm256_sub_ps(t, n);  // in [-0.5, 0.5]
+  // 2^f by its Taylor series in f ln 2 (minimax-quality at this degree over the interval).
+  __m256 p = _mm256_set1_ps(1.535336188319500e-4f);
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.339887440266574e-3f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(9.618437357674640e-3f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.550332471162809e-2f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.402264791363012e-1f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.931472028550421e-1f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+// Scales x[0..n) to exp(x - max) and returns their sum.
+float softmax_numerators(float* x, int n) {
+  float m = *std::max_element(x, x + n);
+  const __m256 vm = _mm256_set1_ps(m);
+  __m256 sum = _mm256_setzero_ps();
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 e = exp_negative(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+    _mm256_storeu_ps(x + i, e);
+    sum = _mm256_add_ps(sum, e);
+  }
+  float total = horizontal_sum(sum);
+  if (i < n) {
+    alignas(32) float tail[8] = {};
+    const int left = n - i;
+    std::memcpy(tail, x + i, sizeof(float) * static_cast<std::size_t>(left));
+    const __m256 e = exp_negative(_mm256_sub_ps(_mm256_load_ps(tail), vm));
+    _mm256_store_ps(tail, e);
+    for (int j = 0; j < left; ++j) total += (x[i + j] = tail[j]);
+  }
+  return total;
+}
+
+// One quantised vector into floats: code * scale + zero per group (bits 8, 4 or 2).
+void dequantize(const std::uint8_t* in, const KvFormat& f, float* out) {
+  const int code_bytes = f.code_bytes_per_group();
+  for (int g = 0; g < f.groups(); ++g) {
+    const std::uint8_t* base = in + static_cast<std::size_t>(g) * f.group_bytes();
+    std::uint16_t params[2];
+    std::memcpy(params, base + code_bytes, 4);
+    const __m256 scale = _mm256_set1_ps(_cvtsh_ss(params[0]));
+    const __m256 zero = _mm256_set1_ps(_cvtsh_ss(params[1]));
+    float* o = out + g * f.group;
+    if (f.bits() == 8) {
+      for (int i = 0; i < code_bytes; i += 8) {
+        const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(base + i));
+        const __m256 c = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b));
+        _mm256_storeu_ps(o + i, _mm256_fmadd_ps(c, scale, zero));
+      }
+    } else if (f.bits() == 4) {
+      // Byte i holds elements 2i (low nibble) and 2i+1 (high): 4 bytes give 8 elements.
+      const __m256i shifts = _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4);
+      const __m256i spread = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
+      for (int i = 0; i < code_bytes; i += 4) {
+        std::uint32_t word;
+        std::memcpy(&word, base + i, 4);
+        const __m256i bytes = _mm256_cvtepu8_epi32(_mm_cvtsi32_si128(static_cast<int>(word)));
+        const __m256i nibbles = _mm256_and_si256(_mm256_srlv_epi32(_mm256_permutevar8x32_epi32(bytes, spread), shifts),
+                                                 _mm256_set1_epi32(0xf));
+        _mm256_storeu_ps(o + 2 * i, _mm256_fmadd_ps(_mm256_cvtepi32_ps(nibbles), scale, zero));
+      }
+    } else {
+      const float s = _cvtsh_ss(params[0]), z = _cvtsh_ss(params[1]);
+      for (int i = 0; i < code_bytes; ++i) {
+        for (int k = 0; k < 4; ++k) o[4 * i + k] = static_cast<float>((base[i] >> (2 * k)) & 0x3) * s + z;
+      }
+    }
+  }
+}
+
+// Asks for a vector's cache lines ahead of use: rows are 2 KB apart in the paged layout (one per
+// token, all KV heads between), a stride the hardware prefetchers follow poorly from DRAM.
+void prefetch(const std::uint8_t* p, std::size_t bytes) {
+  for (std::size_t off = 0; off < bytes; off += 64) _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T0);
+}
+
+constexpr int kAhead = 8;  // tokens the K pass prefetches ahead
+
+// Eight fp16 values as floats.
+__m256 load_halves(const std::uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+
+// The K pass for G query heads: scores[g * ctx + t] = scale * q_g . k_t.
+template <int G>
+void key_scores(const DecodeAttentionArgs& a, const std::int32_t* table, const float* q, int kvh, int ctx, float* scores,
+                float* buffer) {
+  const KvFormat& f = a.shape.format;
+  const int hd = f.head_dim;
+  const std::size_t bytes = f.vector_bytes();
+  for (int t = 0; t < ctx; ++t) {
+    const std::uint8_t* k = a.k_cache + a.shape.offset(table[t / a.shape.block_size], t % a.shape.block_size, kvh);
+    if (t + kAhead < ctx) {
+      const int ahead = t + kAhead;
+      prefetch(a.k_cache + a.shape.offset(table[ahead / a.shape.block_size], ahead % a.shape.block_size, kvh), bytes);
+    }
+    __m256 acc[G];
+    for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
+    if (f.quantized()) {
+      dequantize(k, f, buffer);
+      for (int c = 0; c < hd; c += 8) {
+        const __m256 v = _mm256_load_ps(buffer + c);
+        for (int g = 0; g < G; ++g) acc[g] = _mm256_fmadd_ps(_mm256_loadu_ps(q + g * hd + c), v, acc[g]);
+      }
+    } else {
+      for (int c = 0; c < hd; c += 8) {
+        const __m256 v = load_halves(k + 2 * c);
+        for (int g = 0; g < G; ++g) acc[g] = _mm256_fmadd_ps(_mm256_loadu_ps(q + g * hd + c), v, acc[g]);
+      }
+    }
+    for (int g = 0; g < G; ++g) scores[static_cast<std::size_t>(g) * ctx + t] = horizontal_sum(acc[g]) * a.scale;
+  }
+}
+
+// The V pass for G query heads: out_g = sum_t p_g[t] v_t / denominator_g, tile by tile.
+template <int G>
+void weighted_values(const DecodeAttentionArgs& a, const std::int32_t* table, int kvh, int ctx, const float* p,
+                     const float* denominators, float* out, float* acc_store, float* tile_buffer) {
+  const KvFormat& f = a.shape.format;
+  const int hd = f.head_dim;
+  std::fill(acc_store, acc_store + static_cast<std::size_t>(G) * hd, 0.f);
+  const std::uint8_t* rows[kTile];
+  auto row = [&](int t) { return a.v_cache + a.shape.offset(table[t / a.shape.block_size], t % a.shape.block_size, kvh); };
+  const std::size_t bytes = f.vector_bytes();
+  for (int t = 0; t < std::min(kTile, ctx); ++t) prefetch(row(t), bytes);
+  for (int t0 = 0; t0 < ctx; t0 += kTile) {
+    const int n = std::min(kTile, ctx - t0);
+    for (int j = 0; j < n; ++j) {
+      rows[j] = row(t0 + j);
+      if (t0 + kTile + j < ctx) prefetch(row(t0 + kTile + j), bytes);  // the next tile, while this one computes
+      if (f.quantized()) dequantize(rows[j], f, tile_buffer + static_cast<std::size_t>(j) * hd);
+    }
+    // 16 dimensions at a time: 2 G accumulators in registers across the tile's tokens.
+    for (int c = 0; c < hd; c += 16) {
+      __m256 acc[G][2];
+      for (int g = 0; g < G; ++g) {
+        acc[g][0] = _mm256_loadu_ps(acc_store + g * hd + c);
+        acc[g][1] = _mm256_loadu_ps(acc_store + g * hd + c + 8);
+      }
+      for (int j = 0; j < n; ++j) {
+        __m256 v0, v1;
+        if (f.quantized()) {
+          v0 = _mm256_load_ps(tile_buffer + static_cast<std::size_t>(j) * hd + c);
+          v1 = _mm256_load_ps(tile_buffer + static_cast<std::size_t>(j) * hd + c + 8);
+        } else {
+          v0 = load_halves(rows[j] + 2 * c);
+          v1 = load_halves(rows[j] + 2 * c + 16);
+        }
+        for (int g = 0; g < G; ++g) {
+          const __m256 w = _mm256_broadcast_ss(p + static_cast<std::size_t>(g) * ctx + t0 + j);
+          acc[g][0] = _mm256_fmadd_ps(w, v0, acc[g][0]);
+          acc[g][1] = _mm256_fmadd_ps(w, v1, acc[g][1]);
+        }
+      }
+      for (int g = 0; g < G; ++g) {
+        _mm256_storeu_ps(acc_store + g * hd + c, acc[g][0]);
+        _mm256_storeu_ps(acc_store + g * hd + c + 8, acc[g][1]);
+      }
+    }
+  }
+  for (int g = 0; g < G; ++g) {
+    const __m256 inv = _mm256_set1_ps(1.0f / denominators[g]);
+    for (int c = 0; c < hd; c += 8) {
+      _mm256_storeu_ps(out + g * hd + c, _mm256_mul_ps(_mm256_loadu_ps(acc_store + g * hd + c), inv));
+    }
+  }
+}
+
+template <int G>
+void attend(const DecodeAttentionArgs& a, int seq, int kvh) {
+  const int hd = a.shape.format.head_dim;
+  const int ctx = a.context_lens[seq];
+  thread_local std::vector<float> scores, acc, buffer;
+  scores.resize(static_cast<std::size_t>(G) * ctx);
+  acc.resize(static_cast<std::size_t>(G) * hd);
+  buffer.resize(static_cast<std::size_t>(kTile) * hd + 8);
+  float* aligned = buffer.data() + ((32 - reinterpret_cast<std::uintptr_t>(buffer.data()) % 32) % 32) / sizeof(float);
+  const float* q = a.query + (static_cast<std::size_t>(seq) * a.q_heads + kvh * G) * hd;
+  const std::int32_t* table = a.block_tables + static_cast<std::size_t>(seq) * a.max_blocks_per_seq;
+  key_scores<G>(a, table, q, kvh, ctx, scores.data(), aligned);
+  float denominators[G];
+  for (int g = 0; g < G; ++g) denominators[g] = softmax_numerators(scores.data() + static_cast<std::size_t>(g) * ctx, ctx);
+  float* out = a.out + (static_cast<std::size_t>(seq) * a.q_heads + kvh * G) * hd;
+  weighted_values<G>(a, table, kvh, ctx, scores.data(), denominators, out, acc.data(), aligned);
+}
+
+}  // namespace
+
+bool attend_pair_avx2(const DecodeAttentionArgs& a, int seq, int kvh) {
+  const KvFormat& f = a.shape.format;
+  if (f.head_dim % 16 != 0 || f.head_dim > 256 || (f.quantized() && f.group % 8 != 0)) return false;
+  switch (a.q_heads / a.shape.kv_heads) {
+    case 1: attend<1>(a, seq, kvh); return true;
+    case 2: attend<2>(a, seq, kvh); return true;
+    case 4: attend<4>(a, seq, kvh); return true;
+    case 8: attend<8>(a, seq, kvh); return true;
+    default: return false;
+  }
+}
+
+}  // namespace memtwin::kernels::simd
+
+#else
+
+namespace memtwin::kernels::simd {
+bool attend_pair_avx2(const DecodeAttentionArgs&, int, int) { return false; }
+}  // namespace memtwin::kernels::simd
+
+#endif

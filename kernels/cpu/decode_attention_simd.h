@@ -1,0 +1,16 @@
+#pragma once
+// The vectorised decode attention (decode_attention_avx2.cpp, compiled for AVX2 + FMA + F16C) and
+// the check that this CPU can run it. Internal to kernels/: decode_attention() dispatches.
+#include "kernels/kv_kernels.h"
+
+namespace memtwin::kernels::simd {
+
+/// Whether the CPU has AVX2, FMA and F16C and the build has the kernel.
+bool avx2_supported();
+
+/// Attends one (sequence, KV head) pair as the portable kernel does; false (nothing written) for
+/// shapes it does not handle (head_dim not a multiple of 16 or above 256, quantisation groups not a
+/// multiple of 8, GQA groups other than 1, 2, 4, 8), which the portable kernel then takes.
+bool attend_pair_avx2(const DecodeAttentionArgs& a, int seq, int kvh);
+
+}  // namespace memtwin::kernels::simd
