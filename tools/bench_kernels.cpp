@@ -29,6 +29,7 @@ constexpr int kQHeads = 32, kKvHeads = 8, kHeadDim = 128, kBlock = 16;
 const char* name_of(KvElement e) {
   switch (e) {
     case KvElement::fp16: return "fp16";
+    case KvElement::fp8: return "fp8";
     case KvElement::int8: return "int8";
     case KvElement::int4: return "int4";
     case KvElement::int2: return "int2";
@@ -111,8 +112,10 @@ void bench_cpu(bool quick) {
   for (int context : quick ? std::vector<int>{1024, 8192} : std::vector<int>{1024, 8192, 32768, 131072}) {
     for (int batch : {1, 8}) {
       double fp16_time = 0;
-      for (KvElement e : {KvElement::fp16, KvElement::int8, KvElement::int4}) {
-        const double bytes = 2.0 * context * batch * kKvHeads * (e == KvElement::fp16 ? 256 : e == KvElement::int8 ? 144 : 80);
+      for (KvElement e : {KvElement::fp16, KvElement::fp8, KvElement::int8, KvElement::int4}) {
+        KvFormat f;
+        f.element = e;
+        const double bytes = 2.0 * context * batch * kKvHeads * static_cast<double>(f.vector_bytes());
         if (bytes > 3e9) continue;  // this machine's memory
         Workload w = make_workload(e, context, batch);
         auto a = w.args();

@@ -61,7 +61,8 @@ int cmd_kernels(const Args& args) {
   const KvShape one_layer{1, keys.kv_heads, keys.head_dim, 2};
   bool sizes_agree = true;
   const double fp16_bytes = 2.0 * keys.kv_heads * keys.head_dim * 2;
-  for (auto e : {kernels::KvElement::fp16, kernels::KvElement::int8, kernels::KvElement::int4, kernels::KvElement::int2}) {
+  for (auto e : {kernels::KvElement::fp16, kernels::KvElement::fp8, kernels::KvElement::int8, kernels::KvElement::int4,
+                 kernels::KvElement::int2}) {
     kernels::KvFormat f;
     f.element = e;
     f.head_dim = keys.head_dim;
@@ -72,11 +73,13 @@ int cmd_kernels(const Args& args) {
       throw UsageError(err.what());
     }
     const auto q = kernels::measure_quality(keys, values, f, q_heads, (*vm)["topk"].as<int>(), seed + 2);
-    double model_bytes = f.quantized() ? GroupQuantKv(one_layer, f.bits(), f.group, false, 0).bytes_per_stored_token()
-                                       : FullPrecisionKv(one_layer).bytes_per_stored_token();
+    const KvShape fp8_layer{1, keys.kv_heads, keys.head_dim, 1};
+    double model_bytes = f.quantized()                           ? GroupQuantKv(one_layer, f.bits(), f.group, false, 0).bytes_per_stored_token()
+                         : e == kernels::KvElement::fp8 ? FullPrecisionKv(fp8_layer).bytes_per_stored_token()
+                                                        : FullPrecisionKv(one_layer).bytes_per_stored_token();
     sizes_agree = sizes_agree && model_bytes == q.bytes_per_token;
     nlohmann::ordered_json row;
-    row["format"] = f.quantized() ? "int" + std::to_string(f.bits()) : "fp16";
+    row["format"] = f.quantized() ? "int" + std::to_string(f.bits()) : e == kernels::KvElement::fp8 ? "fp8" : "fp16";
     row["bytes_per_token_per_layer"] = q.bytes_per_token;
     row["size_model_bytes"] = model_bytes;
     row["compression"] = fp16_bytes / q.bytes_per_token;

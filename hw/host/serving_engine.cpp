@@ -26,7 +26,9 @@ kernels::KvFormat kv_format(const Scenario& s) {
   f.head_dim = s.model.head_dim;
   f.group = c.group_size;
   switch (c.method) {
-    case KvCompression::none: f.element = kernels::KvElement::fp16; break;
+    case KvCompression::none:  // 16-bit, or fp8 e4m3 with vLLM's default scale of 1
+      f.element = s.inference->kv_cache.dtype == KvDtype::fp8 ? kernels::KvElement::fp8 : kernels::KvElement::fp16;
+      break;
     case KvCompression::int8: f.element = kernels::KvElement::int8; break;
     case KvCompression::int4: f.element = kernels::KvElement::int4; break;
     case KvCompression::int2: f.element = kernels::KvElement::int2; break;

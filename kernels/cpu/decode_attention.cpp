@@ -36,6 +36,15 @@ const float* half_table() {
 // The kernel's own dequantisation: the same values as dequantize_vector (a test holds them to the
 // reference), written so that the compiler vectorises it.
 void dequantize_fast(const std::uint8_t* in, const KvFormat& f, const float* halves, float* out) {
+  if (f.element == KvElement::fp8) {
+    static const std::vector<float> e4m3 = [] {
+      std::vector<float> t(256);
+      for (int v = 0; v < 256; ++v) t[v] = e4m3_to_float(static_cast<std::uint8_t>(v));
+      return t;
+    }();
+    for (int i = 0; i < f.head_dim; ++i) out[i] = e4m3[in[i]] * f.fp8_scale;
+    return;
+  }
   if (!f.quantized()) {
     std::uint16_t bits[256];
     std::memcpy(bits, in, static_cast<std::size_t>(f.head_dim) * 2);

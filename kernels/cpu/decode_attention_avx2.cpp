@@ -231,6 +231,7 @@ void attend(const DecodeAttentionArgs& a, int seq, int kvh) {
 
 bool attend_pair_avx2(const DecodeAttentionArgs& a, int seq, int kvh) {
   const KvFormat& f = a.shape.format;
+  if (f.element == KvElement::fp8) return false;  // the portable kernel reads e4m3 through a table
   if (f.head_dim % 16 != 0 || f.head_dim > 256 || (f.quantized() && f.group % 8 != 0)) return false;
   switch (a.q_heads / a.shape.kv_heads) {
     case 1: attend<1>(a, seq, kvh); return true;

@@ -1,3 +1,4 @@
+#include <cmath>
 #include <cstring>
 
 #include "kernels/kv_format.h"
@@ -53,6 +54,36 @@ std::uint16_t float_to_half(float f) {
   const std::uint32_t rest = abs & 0x1fff;
   if (rest > 0x1000 || (rest == 0x1000 && (value & 1))) ++value;  // may carry into the exponent: correct
   return static_cast<std::uint16_t>(sign | value);
+}
+
+float e4m3_to_float(std::uint8_t v) {
+  const float sign = (v & 0x80) ? -1.f : 1.f;
+  const int exponent = (v >> 3) & 0xf;
+  const int mantissa = v & 0x7;
+  if (exponent == 0xf && mantissa == 0x7) return std::nanf("");
+  if (exponent == 0) return sign * std::ldexp(static_cast<float>(mantissa), -9);  // subnormal: m/8 x 2^-6
+  return sign * std::ldexp(1.f + static_cast<float>(mantissa) / 8.f, exponent - 7);
+}
+
+std::uint8_t float_to_e4m3(float f) {
+  const std::uint8_t sign = std::signbit(f) ? 0x80 : 0x00;
+  if (std::isnan(f)) return static_cast<std::uint8_t>(sign | 0x7f);
+  const float a = std::fabs(f);
+  if (a >= 448.f) return static_cast<std::uint8_t>(sign | 0x7e);  // saturate (infinities too)
+  if (a < 0.015625f) {  // below the smallest normal, 2^-6: steps of 2^-9 (code 8 is 2^-6 itself)
+    return static_cast<std::uint8_t>(sign | static_cast<int>(std::nearbyint(a * 512.f)));
+  }
+  int e2 = 0;
+  const float fraction = std::frexp(a, &e2);  // a = fraction x 2^e2, fraction in [0.5, 1)
+  int exponent = e2 - 1;                       // a = s x 2^exponent, s in [1, 2)
+  int mantissa = static_cast<int>(std::nearbyint((fraction * 2.f - 1.f) * 8.f));  // ties to even
+  if (mantissa == 8) {
+    mantissa = 0;
+    ++exponent;
+  }
+  const int biased = exponent + 7;
+  if (biased > 15 || (biased == 15 && mantissa == 7)) return static_cast<std::uint8_t>(sign | 0x7e);
+  return static_cast<std::uint8_t>(sign | (biased << 3) | mantissa);
 }
 
 }  // namespace memtwin::kernels

@@ -7,6 +7,10 @@
 namespace memtwin::kernels {
 
 void quantize_vector(const float* x, const KvFormat& f, std::uint8_t* out) {
+  if (f.element == KvElement::fp8) {
+    for (int i = 0; i < f.head_dim; ++i) out[i] = float_to_e4m3(x[i] / f.fp8_scale);
+    return;
+  }
   if (!f.quantized()) {
     for (int i = 0; i < f.head_dim; ++i) {
       const std::uint16_t h = float_to_half(x[i]);
@@ -43,6 +47,10 @@ void quantize_vector(const float* x, const KvFormat& f, std::uint8_t* out) {
 }
 
 void dequantize_vector(const std::uint8_t* in, const KvFormat& f, float* out) {
+  if (f.element == KvElement::fp8) {
+    for (int i = 0; i < f.head_dim; ++i) out[i] = e4m3_to_float(in[i]) * f.fp8_scale;
+    return;
+  }
   if (!f.quantized()) {
     for (int i = 0; i < f.head_dim; ++i) {
       std::uint16_t h;

@@ -340,6 +340,7 @@ void dispatch_bits(const DecodeAttentionArgs& a, float* acc, float* stats, const
     case KvElement::int8: launch_partial<HD, 8>(a, acc, stats, geo); break;
     case KvElement::int4: launch_partial<HD, 4>(a, acc, stats, geo); break;
     case KvElement::int2: launch_partial<HD, 2>(a, acc, stats, geo); break;
+    case KvElement::fp8: break;  // refused by the launcher
   }
 }
 
@@ -361,6 +362,9 @@ std::size_t workspace_bytes(const DecodeAttentionArgs& a, int split_tokens) {
 
 void decode_attention(const DecodeAttentionArgs& a, void* workspace, int split_tokens) {
   validate(a);
+  if (a.shape.format.element == KvElement::fp8) {
+    throw std::invalid_argument("decode_attention (CUDA): fp8 caches are read by the CPU kernel only so far");
+  }
   if (a.shape.format.quantized() && a.shape.format.group % kDimsPerLane != 0) {
     throw std::invalid_argument("decode_attention (CUDA): the quantisation group must be a multiple of 8");
   }

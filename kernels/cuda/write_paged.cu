@@ -63,6 +63,9 @@ __global__ void write_kernel(const float* __restrict__ values,         // [token
 void write_paged(const float* values, const std::int64_t* slot_mapping, int tokens, const PagedShape& shape,
                  std::uint8_t* cache) {
   shape.format.validate();
+  if (shape.format.element == KvElement::fp8) {
+    throw std::invalid_argument("write_paged (CUDA): fp8 caches are written by the CPU kernel only so far");
+  }
   if (tokens <= 0) return;
   const KvFormat& f = shape.format;
   const int groups = f.quantized() ? f.groups() : f.head_dim;

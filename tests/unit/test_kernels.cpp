@@ -56,6 +56,36 @@ TEST_CASE("half conversion round-trips every half value", "[unit]") {
   CHECK(half_to_float(0x0001) == Approx(5.9604645e-8f));
 }
 
+TEST_CASE("fp8 e4m3 conversion: every code round-trips, ties to even, saturation at 448", "[unit]") {
+  for (int v = 0; v < 256; ++v) {
+    if ((v & 0x7f) == 0x7f) {
+      CHECK(std::isnan(e4m3_to_float(static_cast<std::uint8_t>(v))));
+      continue;
+    }
+    REQUIRE(float_to_e4m3(e4m3_to_float(static_cast<std::uint8_t>(v))) == v);
+  }
+  CHECK(e4m3_to_float(0x7e) == 448.f);          // largest finite
+  CHECK(e4m3_to_float(0x01) == std::ldexp(1.f, -9));  // smallest subnormal
+  CHECK(e4m3_to_float(0x38) == 1.f);
+  CHECK(float_to_e4m3(1000.f) == 0x7e);         // saturates instead of overflowing
+  CHECK(float_to_e4m3(-1e30f) == 0xfe);
+  CHECK(float_to_e4m3(1.0625f) == 0x38);        // halfway between 1 and 1.125: to the even code
+  CHECK(float_to_e4m3(1.1875f) == 0x3a);        // halfway between 1.125 and 1.25: to the even code
+  CHECK(float_to_e4m3(std::ldexp(1.5f, -9)) == 0x02);  // subnormal halfway: to even
+  // A cache scale divides before storing and multiplies back.
+  KvFormat f = format(KvElement::fp8, 64);
+  f.fp8_scale = 4.f;
+  std::vector<float> x(64, 0.f), y(64);
+  x[0] = 1000.f;  // 250 after scaling: in range
+  x[1] = 0.3f;
+  std::vector<std::uint8_t> bytes(f.vector_bytes());
+  CHECK(bytes.size() == 64);
+  quantize_vector(x.data(), f, bytes.data());
+  dequantize_vector(bytes.data(), f, y.data());
+  CHECK(y[0] == Approx(1000.f).epsilon(1.0 / 16));
+  CHECK(y[1] == Approx(0.3f).epsilon(1.0 / 16));
+}
+
 TEST_CASE("group quantisation: round-trip error within half a step, per bit width", "[unit]") {
   const auto x = synthetic_kv(64, 128, 1, true);
   for (KvElement e : {KvElement::int8, KvElement::int4, KvElement::int2}) {
@@ -93,6 +123,8 @@ TEST_CASE("kernel bytes equal memtwin's size model for every quantised format", 
   }
   memtwin::FullPrecisionKv fp16(shape);
   CHECK(static_cast<double>(format(KvElement::fp16).vector_bytes()) * 2 * 32 * 8 == fp16.bytes_per_stored_token());
+  memtwin::FullPrecisionKv fp8(memtwin::KvShape{32, 8, 128, 1});  // kv_cache.dtype fp8
+  CHECK(static_cast<double>(format(KvElement::fp8).vector_bytes()) * 2 * 32 * 8 == fp8.bytes_per_stored_token());
 }
 
 TEST_CASE("the paged layout round-trips through a scattered block table", "[unit]") {
@@ -118,9 +150,9 @@ TEST_CASE("the paged layout round-trips through a scattered block table", "[unit
   }
 }
 
-TEST_CASE("decode attention matches the naive reference (fp16, int8, int4 - GQA - head_dim 64/128/256)", "[unit]") {
+TEST_CASE("decode attention matches the naive reference (fp16, fp8, int8, int4 - GQA - head_dim 64/128/256)", "[unit]") {
   for (int head_dim : {64, 128, 256}) {
-    for (KvElement e : {KvElement::fp16, KvElement::int8, KvElement::int4}) {
+    for (KvElement e : {KvElement::fp16, KvElement::fp8, KvElement::int8, KvElement::int4}) {
       const int seqs = 3, kv_heads = 2, q_heads = 8, block_size = 16, max_blocks = 40;
       const std::vector<std::int32_t> context = {1, 257, 600};
       PagedShape shape{seqs * max_blocks, block_size, kv_heads, format(e, head_dim, 32)};

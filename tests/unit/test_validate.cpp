@@ -172,3 +172,19 @@ TEST_CASE("the hw backend says what it cannot run instead of running something e
   CHECK(ranks.exit_code == 2);
   CHECK_THAT(ranks.err, Catch::Contains("mpirun -np 2"));
 }
+
+TEST_CASE("the host engine serves an fp8 (e4m3) KV cache: every request done, the same pool holds more", "[unit]") {
+  const std::string serve = source_path("scenarios/host/serve-fp16-kv.yaml");
+  auto run = [&](const char* dtype) {
+    auto r = run_memtwin({"run", serve, "--backend", "hw", "--json", "--set", "inference.workload.requests=8", "--set",
+                          std::string("inference.kv_cache.dtype=") + dtype});
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    return nlohmann::json::parse(r.out);
+  };
+  const auto fp8 = run("fp8"), fp16 = run("fp16");
+  CHECK(fp8["requests"]["completed"] == 8);
+  // The same pool bytes hold twice the blocks of 1-byte elements: the same requests fill less of it.
+  CHECK(fp8["memory"]["gpu"]["kv_pool_bytes"] == fp16["memory"]["gpu"]["kv_pool_bytes"]);
+  CHECK(fp8["kv_cache"]["peak_utilization"].get<double>() < 0.75 * fp16["kv_cache"]["peak_utilization"].get<double>());
+}
