@@ -226,8 +226,11 @@ TEST_CASE("memtwin kernels - fewer bits, more error and less overlap - bytes as 
   REQUIRE(r.exit_code == 0);
   auto doc = nlohmann::json::parse(r.out);
   CHECK(doc["size_model_agrees"] == true);
-  const auto& f = doc["formats"];
-  REQUIRE(f.size() == 4);
+  const auto& all = doc["formats"];
+  REQUIRE(all.size() == 5);
+  REQUIRE(all[1]["format"] == "fp8");
+  // fp16, then the integer formats by falling bit width: each step loses more and saves more.
+  const std::vector<nlohmann::json> f = {all[0], all[2], all[3], all[4]};
   for (std::size_t i = 1; i < f.size(); ++i) {
     CHECK(f[i]["key_error"].get<double>() > f[i - 1]["key_error"].get<double>());
     CHECK(f[i]["attention_output_error"].get<double>() > f[i - 1]["attention_output_error"].get<double>());
@@ -235,6 +238,9 @@ TEST_CASE("memtwin kernels - fewer bits, more error and less overlap - bytes as 
     CHECK(f[i]["compression"].get<double>() > f[i - 1]["compression"].get<double>());
   }
   CHECK(f[0]["topk_overlap"].get<double>() > 0.99);  // fp16 keeps the ranking
+  // fp8 halves the bytes exactly and loses more than fp16 (3 mantissa bits against 10).
+  CHECK(all[1]["compression"].get<double>() == 2.0);
+  CHECK(all[1]["key_error"].get<double>() > f[0]["key_error"].get<double>());
 }
 
 TEST_CASE("KV tensors load from .npy files", "[unit]") {
