@@ -5,8 +5,8 @@
 //
 // Per (sequence, KV head) the GQA group's query heads share every K and V vector read:
 //   K pass  one token at a time, the dot products of all the group's heads accumulated in
-//           registers (fp16 widened 8 at a time by vcvtph2ps, quantised groups dequantised into a
-//           small buffer first);
+//           registers (fp16 widened 8 at a time by vcvtph2ps, e4m3 moved into fp16 bits first,
+//           quantised groups dequantised into a small buffer first);
 //   softmax a vectorised exp;
 //   V pass  tiles of tokens: each tile's vectors stay in L1 while the output is accumulated in
 //           registers 16 dimensions at a time.
@@ -124,6 +124,24 @@ constexpr int kAhead = 8;  // tokens the K pass prefetches ahead
 // Eight fp16 values as floats.
 __m256 load_halves(const std::uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 
+// Eight e4m3 values as floats divided by 2^8: each byte's sign and its 7 other bits moved into a
+// half (s eeee mmm -> s 0eeee mmm0000000) read as fp16 is the value x 2^-8 (the biases differ
+// by 8), subnormals included. The caller multiplies by 2^8 and the cache's scale once at the end.
+__m256 load_e4m3_over_256(const std::uint8_t* p) {
+  const __m128i bytes = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  const __m128i magnitude = _mm_slli_epi16(_mm_and_si128(bytes, _mm_set1_epi16(0x7f)), 7);
+  const __m128i sign = _mm_slli_epi16(_mm_and_si128(bytes, _mm_set1_epi16(0x80)), 8);
+  return _mm256_cvtph_ps(_mm_or_si128(magnitude, sign));
+}
+
+// The factor an e4m3 cache's partial results take at the end (1 for other formats).
+float element_factor(const KvFormat& f) { return f.element == KvElement::fp8 ? 256.f * f.fp8_scale : 1.f; }
+
+// Eight elements of a floating-point vector (fp16, or e4m3 over 256) starting at element c.
+__m256 load_floating(const std::uint8_t* vector, const KvFormat& f, int c) {
+  return f.element == KvElement::fp8 ? load_e4m3_over_256(vector + c) : load_halves(vector + 2 * c);
+}
+
 // The K pass for G query heads: scores[g * ctx + t] = scale * q_g . k_t.
 template <int G>
 void key_scores(const DecodeAttentionArgs& a, const std::int32_t* table, const float* q, int kvh, int ctx, float* scores,
@@ -131,6 +149,7 @@ void key_scores(const DecodeAttentionArgs& a, const std::int32_t* table, const f
   const KvFormat& f = a.shape.format;
   const int hd = f.head_dim;
   const std::size_t bytes = f.vector_bytes();
+  const float score_scale = a.scale * element_factor(f);
   for (int t = 0; t < ctx; ++t) {
     const std::uint8_t* k = a.k_cache + a.shape.offset(table[t / a.shape.block_size], t % a.shape.block_size, kvh);
     if (t + kAhead < ctx) {
@@ -147,11 +166,11 @@ void key_scores(const DecodeAttentionArgs& a, const std::int32_t* table, const f
       }
     } else {
       for (int c = 0; c < hd; c += 8) {
-        const __m256 v = load_halves(k + 2 * c);
+        const __m256 v = load_floating(k, f, c);
         for (int g = 0; g < G; ++g) acc[g] = _mm256_fmadd_ps(_mm256_loadu_ps(q + g * hd + c), v, acc[g]);
       }
     }
-    for (int g = 0; g < G; ++g) scores[static_cast<std::size_t>(g) * ctx + t] = horizontal_sum(acc[g]) * a.scale;
+    for (int g = 0; g < G; ++g) scores[static_cast<std::size_t>(g) * ctx + t] = horizontal_sum(acc[g]) * score_scale;
   }
 }
 
@@ -186,8 +205,8 @@ void weighted_values(const DecodeAttentionArgs& a, const std::int32_t* table, in
           v0 = _mm256_load_ps(tile_buffer + static_cast<std::size_t>(j) * hd + c);
           v1 = _mm256_load_ps(tile_buffer + static_cast<std::size_t>(j) * hd + c + 8);
         } else {
-          v0 = load_halves(rows[j] + 2 * c);
-          v1 = load_halves(rows[j] + 2 * c + 16);
+          v0 = load_floating(rows[j], f, c);
+          v1 = load_floating(rows[j], f, c + 8);
         }
         for (int g = 0; g < G; ++g) {
           const __m256 w = _mm256_broadcast_ss(p + static_cast<std::size_t>(g) * ctx + t0 + j);
@@ -202,7 +221,7 @@ void weighted_values(const DecodeAttentionArgs& a, const std::int32_t* table, in
     }
   }
   for (int g = 0; g < G; ++g) {
-    const __m256 inv = _mm256_set1_ps(1.0f / denominators[g]);
+    const __m256 inv = _mm256_set1_ps(element_factor(f) / denominators[g]);
     for (int c = 0; c < hd; c += 8) {
       _mm256_storeu_ps(out + g * hd + c, _mm256_mul_ps(_mm256_loadu_ps(acc_store + g * hd + c), inv));
     }
@@ -231,7 +250,6 @@ void attend(const DecodeAttentionArgs& a, int seq, int kvh) {
 
 bool attend_pair_avx2(const DecodeAttentionArgs& a, int seq, int kvh) {
   const KvFormat& f = a.shape.format;
-  if (f.element == KvElement::fp8) return false;  // the portable kernel reads e4m3 through a table
   if (f.head_dim % 16 != 0 || f.head_dim > 256 || (f.quantized() && f.group % 8 != 0)) return false;
   switch (a.q_heads / a.shape.kv_heads) {
     case 1: attend<1>(a, seq, kvh); return true;

@@ -9,7 +9,7 @@ namespace memtwin::kernels::simd {
 bool avx2_supported();
 
 /// Attends one (sequence, KV head) pair as the portable kernel does; false (nothing written) for
-/// shapes it does not handle (fp8 caches, head_dim not a multiple of 16 or above 256, quantisation
+/// shapes it does not handle (head_dim not a multiple of 16 or above 256, quantisation
 /// groups not a multiple of 8, GQA groups other than 1, 2, 4, 8), which the portable kernel then takes.
 bool attend_pair_avx2(const DecodeAttentionArgs& a, int seq, int kvh);
 
