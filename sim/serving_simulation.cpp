@@ -81,10 +81,10 @@ class VirtualEngine {
   // GPU of the replica moves that much over its own PCIe link, and the node's NVMe serves them all.
   void pcie_async(double bytes_per_gpu, bool to_gpu, std::vector<sg4::CommPtr>& into) const {
     if (bytes_per_gpu <= 0) return;
-    auto* cpu = platform_.cpus[placement_.node];
     const auto bytes = static_cast<std::uint64_t>(bytes_per_gpu);
     for (int slot : placement_.gpus) {
       auto* gpu = platform_.gpus[slot];
+      auto* cpu = platform_.cpus[platform_.node_of_gpu[slot]];  // its own node's host memory
       into.push_back(to_gpu ? sg4::Comm::sendto_async(cpu, gpu, bytes) : sg4::Comm::sendto_async(gpu, cpu, bytes));
     }
   }
