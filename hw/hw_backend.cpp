@@ -138,6 +138,10 @@ class HwBackend final : public Backend {
           throw Unsupported("NVMe offload (ZeRO-Infinity) is simulated (--backend sim) but not run on the hardware "
                             "backend yet");
         }
+        if (op.kind == OpKind::collective && op.collective == Collective::all_to_all) {
+          throw Unsupported("expert parallelism (all-to-all) is simulated (--backend sim) but not run on the hardware "
+                            "backend yet");
+        }
       }
     }
     hw::MpiSession& mpi = hw::MpiSession::get();

@@ -21,6 +21,16 @@ CollectivePlan plan_collective(Collective kind, const std::vector<int>& ranks, d
     out.bytes_per_rank = bytes_total;
     return out;
   }
+  if (kind == Collective::all_to_all) {
+    // Every member sends its buffer's n-1 foreign shares at once (NCCL's grouped send/recv): O(n^2)
+    // flows, for the small groups expert parallelism uses.
+    const double share = bytes_total / n;
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j)
+        if (i != j) out.flows.push_back({ranks[i], ranks[j], share});
+    out.bytes_per_rank = share * (n - 1);
+    return out;
+  }
   const double factor = kind == Collective::all_reduce ? 2.0 : 1.0;
   const double per_rank = factor * bytes_total * (n - 1) / n;
   out.bytes_per_rank = per_rank;

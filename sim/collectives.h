@@ -6,7 +6,8 @@
 // the inter-node traffic to the same-rail GPU of the next node through its own NIC, and the rest
 // over NVLink to its neighbour inside the node. Each ring step costs the hop latency (alpha): on
 // idle links a ring all-reduce of B bytes takes 2(n-1) alpha + 2 (n-1)/n B / bandwidth, the
-// alpha-beta closed form of nccl-tests' PERFORMANCE.md.
+// alpha-beta closed form of nccl-tests' PERFORMANCE.md. An all-to-all (expert parallelism) is
+// every member sending each other member its share at once, n(n-1) flows.
 #include <vector>
 
 #include "models/plan/plan.h"

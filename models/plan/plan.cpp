@@ -23,6 +23,7 @@ const char* collective_name(Collective c) {
     case Collective::all_gather: return "all_gather";
     case Collective::reduce_scatter: return "reduce_scatter";
     case Collective::all_reduce: return "all_reduce";
+    case Collective::all_to_all: return "all_to_all";
     case Collective::p2p_forward:
     case Collective::p2p_backward: return "send_recv";
   }

@@ -25,7 +25,9 @@ enum class OpKind { compute, collective, alloc, free, copy };
 enum class ComputeClass { gemm, attention, elementwise, cpu_optimizer };
 /// p2p_forward sends from the pair group's first rank to its second (activations down the
 /// pipeline); p2p_backward the other way (their gradients).
-enum class Collective { all_gather, reduce_scatter, all_reduce, p2p_forward, p2p_backward };
+/// all_to_all: expert parallelism's token exchange; every member sends `bytes_total / n` to each
+/// other member (`bytes_total` is one member's buffer).
+enum class Collective { all_gather, reduce_scatter, all_reduce, p2p_forward, p2p_backward, all_to_all };
 /// Copies over a GPU's PCIe link, and reads/writes between host memory and the node's NVMe.
 enum class CopyDirection { device_to_host, host_to_device, nvme_to_host, host_to_nvme };
 

@@ -80,6 +80,8 @@ struct BlockCost {
   double elementwise_bytes = 0;                // forward memory-bound kernels (norms, rotary, SwiGLU, residuals)
   double activation_bytes = 0;                 // stored for backward
   double params = 0;                           // this rank's share of the block
+  double expert_params = 0;                    // of which experts (MoE): reduced over the expert-data-parallel group
+  double dispatch_bytes = 0;                   // MoE with expert parallelism: one all-to-all's buffer per rank
   std::vector<GemmShape> gemm_shapes;          // the forward's matrix multiplies on this rank
   std::vector<GemmShape> backward_shapes;      // the backward's: input and weight gradients of each
   std::vector<GemmShape> attention_shapes;     // QK^T and AV over the whole score matrix, per head
@@ -134,16 +136,21 @@ BlockCost block_cost(const Scenario& s) {
                                                         t.recompute, t.attention) *
                        tokens;
   c.params = rank_share(m, t).block_parameters;
+  if (t.parallelism.expert > 1) {
+    // Each token's hidden state goes to its top-k experts and comes back (dispatch, combine).
+    c.expert_params = count_parameters(m).mlp / t.parallelism.expert / tp;
+    c.dispatch_bytes = element * tokens * m.experts_per_token * m.hidden;
+  }
   return c;
 }
+
+}  // namespace
 
 bool gathers_parameters(const Training& t) {
   return (t.sharding.strategy == ShardingStrategy::zero && t.sharding.zero_stage == 3) ||
          (t.sharding.strategy == ShardingStrategy::fsdp &&
           (t.sharding.fsdp_mode == FsdpMode::full_shard || t.sharding.fsdp_mode == FsdpMode::hybrid_shard));
 }
-
-}  // namespace
 
 struct StageProgramBuilder::Impl {
   Impl(const Scenario& sc, const StageSpec& sp, Program& program)
@@ -187,6 +194,29 @@ struct StageProgramBuilder::Impl {
     const double shard = block.params * element / layout.degree;
     const auto read = e.copy(name + ".params_from_nvme", CopyDirection::nvme_to_host, shard, {after});
     return e.copy(name + ".params_to_device", CopyDirection::host_to_device, shard, {read});
+  }
+
+  // Expert parallelism's token exchange around the experts: dispatch, then combine.
+  std::uint32_t moe_exchange(const std::string& where, std::uint32_t dep) {
+    if (block.dispatch_bytes <= 0) return dep;
+    const auto dispatch = e.collective(where + ".ep_dispatch", Collective::all_to_all, "ep", block.dispatch_bytes, {dep});
+    return e.collective(where + ".ep_combine", Collective::all_to_all, "ep", block.dispatch_bytes, {dispatch});
+  }
+
+  // A block's gradients: the experts' over the replicas holding the same experts ("edp"), the
+  // rest over the data-parallel group.
+  void reduce_block_gradients(const std::string& name, std::uint32_t after) {
+    if (block.expert_params <= 0) {
+      reduce_gradients(name, block.params, after);
+      return;
+    }
+    reduce_gradients(name, block.params - block.expert_params, after);
+    if (spec.dp_ranks / t.parallelism.expert >= 2) {
+      const double bytes = block.expert_params * element;
+      reductions.push_back(layout.optimizer
+                               ? e.collective(name + ".experts.grad_rs", Collective::reduce_scatter, "edp", bytes, {after})
+                               : e.collective(name + ".experts.grad_ar", Collective::all_reduce, "edp", bytes, {after}));
+    }
   }
 
   void reduce_gradients(const std::string& name, double params, std::uint32_t after) {
@@ -288,6 +318,7 @@ void StageProgramBuilder::forward(int mb) {
     last = x.e.compute(name + ".fwd_attn", ComputeClass::attention, x.block.attention_flops, x.block.attention_bytes,
                        {last}, x.block.attention_shapes);
     last = x.e.compute(name + ".fwd_elementwise", ComputeClass::elementwise, 0, x.block.elementwise_bytes, {last});
+    last = x.moe_exchange(name + ".fwd", last);
     x.previous = x.tp_collectives(name + ".fwd", last);
     if (x.gather) x.free_gather_fwd[b] = x.e.memory(OpKind::free, name + ".params", gathered, {x.previous});
   }
@@ -344,6 +375,7 @@ void StageProgramBuilder::backward(int mb) {
       // Full recompute runs the block's forward again, its tensor-parallel collectives included.
       last = x.e.compute(name + ".recompute", ComputeClass::gemm, x.block.gemm_flops, x.block.gemm_bytes, deps,
                          x.block.gemm_shapes);
+      last = x.moe_exchange(name + ".recompute", last);
       last = x.tp_collectives(name + ".recompute", last);
       deps = {last};
     }
@@ -358,10 +390,11 @@ void StageProgramBuilder::backward(int mb) {
     // runs the forward ones again).
     last = x.e.compute(name + ".bwd_elementwise", ComputeClass::elementwise, 0,
                        x.block.elementwise_bytes * (2 + (x.t.recompute == Recompute::full ? 1 : 0)), {last});
+    last = x.moe_exchange(name + ".bwd", last);
     last = x.tp_collectives(name + ".bwd", last);
     x.previous = x.e.memory(OpKind::free, name + ".activations", activations, {last});
     if (x.gather) x.free_gather_bwd[b] = x.e.memory(OpKind::free, name + ".params_bwd", gathered, {x.previous});
-    if (reduce_now) x.reduce_gradients(name, x.block.params, x.previous);
+    if (reduce_now) x.reduce_block_gradients(name, x.previous);
   }
   if (stage > 0) {
     x.e.collective(tag + "send_gradients", Collective::p2p_backward, "pp_prev", x.boundary_bytes(), {x.previous},
@@ -407,10 +440,16 @@ void StageProgramBuilder::epilogue(const std::vector<const StageProgramBuilder*>
     step = x.e.compute("optimizer", ComputeClass::elementwise, 10 * shard_params, 32 * shard_params, before_step);
   }
   if (x.spec.dp_ranks > 1 && x.layout.optimizer && !x.gather) {
-    // ZeRO-1/2: every rank gathers the updated parameters of the others, block by block.
+    // ZeRO-1/2: every rank gathers the updated parameters of the others, block by block (experts
+    // from the replicas holding the same experts).
+    const double experts = x.spec.dp_ranks / x.t.parallelism.expert >= 2 ? x.block.expert_params : 0.0;
     for (int b = 0; b < layers; ++b) {
-      x.e.collective("block" + std::to_string(b) + ".param_ag", Collective::all_gather, "dp", x.block.params * x.element,
-                     {step});
+      x.e.collective("block" + std::to_string(b) + ".param_ag", Collective::all_gather, "dp",
+                     (x.block.params - x.block.expert_params) * x.element, {step});
+      if (experts > 0) {
+        x.e.collective("block" + std::to_string(b) + ".experts.param_ag", Collective::all_gather, "edp",
+                       experts * x.element, {step});
+      }
     }
     if (x.root_params > 0) {
       x.e.collective("root.param_ag", Collective::all_gather, "dp", x.root_params * x.element, {step});

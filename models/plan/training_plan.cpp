@@ -18,7 +18,6 @@ Plan build_training_plan(const Scenario& s) {
   const Training& t = *s.training;
   const ModelSpec& m = s.model;
   if (!m.architecture_known) throw PlanUnsupported("simulating a step needs the model's architecture, not only its parameter count");
-  if (t.parallelism.expert > 1) throw PlanUnsupported("the sim backend does not model expert parallelism yet; use --backend analytic");
 
   const int gpus = s.cluster.total_gpus();
   const int tp = t.parallelism.tensor;
@@ -31,6 +30,11 @@ Plan build_training_plan(const Scenario& s) {
                           ") to be a multiple of the pipeline stages (" + std::to_string(pp) + "), as Megatron-LM does");
   }
   const ShardingLayout layout = sharding_layout(t, dp);
+  const int ep = t.parallelism.expert;
+  if (ep > 1 && gathers_parameters(t)) {
+    throw PlanUnsupported("expert parallelism is simulated with DDP, ZeRO-1/2 or Megatron's optimizer, not yet with "
+                          "ZeRO-3/FSDP parameter gathering; use --backend analytic");
+  }
   const bool hybrid = t.sharding.strategy == ShardingStrategy::fsdp && t.sharding.fsdp_mode == FsdpMode::hybrid_shard &&
                       layout.degree < dp;
   // Rank order as Megatron lays it out: tensor ranks adjacent (inside a node), then data-parallel
@@ -39,7 +43,8 @@ Plan build_training_plan(const Scenario& s) {
 
   Plan plan;
   plan.description = std::to_string(gpus) + " ranks: data parallel " + std::to_string(dp) + " x tensor " +
-                     std::to_string(tp) + " x pipeline " + std::to_string(pp) + ", " + std::to_string(microbatches) +
+                     std::to_string(tp) + " x pipeline " + std::to_string(pp) +
+                     (ep > 1 ? " (expert parallel " + std::to_string(ep) + ")" : "") + ", " + std::to_string(microbatches) +
                      " micro-batches, " + std::to_string(pp) + (pp == 1 ? " program" : " programs (one per stage)");
   plan.group_of_rank.resize(gpus);
   auto add_group = [&](const std::string& role, const std::vector<int>& members) {
@@ -56,6 +61,16 @@ Plan build_training_plan(const Scenario& s) {
       std::vector<int> g;
       for (int d = 0; d < dp; ++d) g.push_back(rank_of(stage, d, r));
       add_group("dp", g);
+      if (ep > 1) {
+        // Expert parallelism inside the data-parallel group: EP consecutive replicas exchange
+        // tokens ("ep"); the replicas holding the same experts reduce their gradients ("edp").
+        for (int first = 0; first < dp; first += ep) add_group("ep", {g.begin() + first, g.begin() + first + ep});
+        for (int offset = 0; offset < ep; ++offset) {
+          std::vector<int> same_experts;
+          for (int first = 0; first < dp; first += ep) same_experts.push_back(g[first + offset]);
+          add_group("edp", same_experts);
+        }
+      }
       if (hybrid) {
         const int shard = layout.degree;
         for (int first = 0; first < dp; first += shard) add_group("shard", {g.begin() + first, g.begin() + first + shard});

@@ -292,3 +292,41 @@ training: {micro_batch: 1, seq_len: 2048, global_batch: 16, sharding: {strategy:
           ["time"]["step_s"];
   CHECK(fast_disk < on_nvme);
 }
+
+TEST_CASE("expert parallelism: tokens cross as all-to-all, as much as the closed form says, and memory falls", "[unit]") {
+  const std::string file = write_scenario("moe", R"(
+name: sim-moe
+cluster: {nodes: 2, gpus_per_node: 8, gpu: h100-sxm}
+model: mixtral-8x7b
+training:
+  framework: megatron
+  global_batch: 64
+  micro_batch: 1
+  seq_len: 4096
+  parallelism: {tensor: 2}
+  sharding: {strategy: zero, stage: 1}
+  activation_checkpointing: full
+)");
+  double previous_peak = 1e300;
+  for (int ep : {1, 2, 4}) {
+    auto doc = sim_run(file, {"training.parallelism.expert=" + std::to_string(ep)});
+    INFO("expert parallel " << ep);
+    const auto& bytes = doc["communication"]["bytes_per_gpu"];
+    // Per block and micro-batch: dispatch and combine in the forward, the recompute and the
+    // backward; each sends (ep-1)/ep of 2 bytes x 4,096 tokens x top-2 x hidden 4,096.
+    const double dispatch = 2.0 * 4096 * 2 * 4096;
+    const double expected = 6 * 32 * 8 * dispatch * (ep - 1) / ep;  // 32 blocks, 8 micro-batches
+    if (ep == 1) {
+      CHECK_FALSE(bytes.contains("all_to_all"));
+    } else {
+      CHECK(bytes["all_to_all"].get<double>() == Approx(expected).epsilon(1e-9));
+    }
+    const double peak = doc["memory"]["gpu"]["peak_bytes"];
+    CHECK(peak < previous_peak);  // each rank holds fewer experts
+    previous_peak = peak;
+  }
+  // The hardware backend says it does not run it rather than running something else.
+  auto hw = run_memtwin({"run", file, "--backend", "hw", "--set", "training.parallelism.expert=2"});
+  CHECK(hw.exit_code == 2);
+  CHECK_THAT(hw.err, Catch::Contains("expert parallelism"));
+}
