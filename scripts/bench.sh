@@ -37,7 +37,7 @@ train=benchmarks/llama2-70b-zero3-1024xh100.yaml
 timed "1,024 GPUs, fidelity full" "$train"
 timed "1,024 GPUs, fidelity fast" "$train" --set simulation.fidelity=fast
 timed "8,192 GPUs, fidelity fast" "$train" --set simulation.fidelity=fast --set cluster.nodes=1024 --set training.global_batch=8192
-echo "== SimGrid serving, Llama-3-8B on H100s, Poisson at about 90% of capacity (20 of about 22.5 requests/s per H100)"
+echo "== SimGrid serving, Llama-3-8B on H100s, Poisson at about 77% of capacity (20 of about 26 requests/s per H100)"
 serve=serving/llama3-8b-h100-fp16-kv.yaml
 timed "100,000 requests, one H100" "$serve" --set inference.workload.requests=100000 --set inference.workload.rate=20/s
 timed "1,000,000 requests, 16 replicas" "$serve" --set cluster.nodes=2 --set cluster.gpus_per_node=8 \
