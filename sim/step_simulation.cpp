@@ -256,7 +256,9 @@ class Simulation {
     // Members running the same program meet at the same op index; pipeline neighbours run different
     // programs and meet by tag. Both ends of a pipeline pair name it from their side.
     const std::string family = op.role.rfind("pp_", 0) == 0 ? "pp" : op.role;
-    auto key = std::make_tuple(op.tag.empty() ? "#" + std::to_string(index) : op.tag, family, group_index);
+    std::string name = op.tag;
+    if (name.empty()) name.append("#").append(std::to_string(index));  // (GCC 12 misreads "#" + string)
+    auto key = std::make_tuple(std::move(name), family, group_index);
     auto& slot = rendezvous_[key];
     if (!slot) slot = std::make_unique<Rendezvous>();
     Rendezvous& rv = *slot;

@@ -114,14 +114,14 @@ void apply_calibration(const std::string& path, const ParamValues& scenario, Clu
         auto& table = c.decode_attention_by_bytes[format];
         for (auto point = entry->second.begin(); point != entry->second.end(); ++point) {
           const SourceLocation at{path, point->first.Mark().line + 1, point->first.Mark().column + 1};
-          double bytes = 0, rate = 0;
+          double working_set = 0, rate = 0;
           try {
-            bytes = parse_bytes(point->first.Scalar()).as_double();
+            working_set = parse_bytes(point->first.Scalar()).as_double();
           } catch (const UnitError& e) {
             throw ScenarioError(at, key, std::string("a working set such as 8MiB: ") + e.what());
           }
           positive(rate)(point->second, at, key);
-          table[bytes] = rate;
+          table[working_set] = rate;
         }
         continue;
       }
