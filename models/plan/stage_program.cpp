@@ -196,6 +196,17 @@ struct StageProgramBuilder::Impl {
     return e.copy(name + ".params_to_device", CopyDirection::host_to_device, shard, {read});
   }
 
+  // ZeRO-3/FSDP: a block's parameters gathered before use; with expert parallelism the experts
+  // come from the replicas holding the same experts, the rest from the shard group. Appends what
+  // the block's compute waits for to `deps`.
+  void gather_block(const std::string& name, std::uint32_t after, std::vector<std::uint32_t>& deps) {
+    deps.push_back(e.collective(name, Collective::all_gather, shard_role, (block.params - block.expert_params) * element,
+                                {after}));
+    if (block.expert_params > 0 && spec.dp_ranks / t.parallelism.expert >= 2) {
+      deps.push_back(e.collective(name + ".experts", Collective::all_gather, "edp", block.expert_params * element, {after}));
+    }
+  }
+
   // Expert parallelism's token exchange around the experts: dispatch, then combine.
   std::uint32_t moe_exchange(const std::string& where, std::uint32_t dep) {
     if (block.dispatch_bytes <= 0) return dep;
@@ -310,7 +321,7 @@ void StageProgramBuilder::forward(int mb) {
       if (b > x.prefetch) gdeps.push_back(x.free_gather_fwd[b - 1 - x.prefetch]);
       auto a = x.e.memory(OpKind::alloc, name + ".params", gathered, gdeps, Stream::comm);
       a = x.fetch_shard_from_nvme(name, a);
-      deps.push_back(x.e.collective(name + ".fwd_ag", Collective::all_gather, x.shard_role, gathered.as_double(), {a}));
+      x.gather_block(name + ".fwd_ag", a, deps);
     }
     const auto act = x.e.memory(OpKind::alloc, name + ".activations", activations, deps);
     auto last = x.e.compute(name + ".fwd", ComputeClass::gemm, x.block.gemm_flops, x.block.gemm_bytes, {act},
@@ -368,7 +379,7 @@ void StageProgramBuilder::backward(int mb) {
       if (ahead < x.spec.layers) gdeps.push_back(x.free_gather_bwd[ahead]);
       auto a = x.e.memory(OpKind::alloc, name + ".params_bwd", gathered, gdeps, Stream::comm);
       a = x.fetch_shard_from_nvme(name + ".bwd", a);
-      deps.push_back(x.e.collective(name + ".bwd_ag", Collective::all_gather, x.shard_role, gathered.as_double(), {a}));
+      x.gather_block(name + ".bwd_ag", a, deps);
     }
     std::uint32_t last = deps.front();
     if (x.t.recompute == Recompute::full) {

@@ -31,12 +31,11 @@ Plan build_training_plan(const Scenario& s) {
   }
   const ShardingLayout layout = sharding_layout(t, dp);
   const int ep = t.parallelism.expert;
-  if (ep > 1 && gathers_parameters(t)) {
-    throw PlanUnsupported("expert parallelism is simulated with DDP, ZeRO-1/2 or Megatron's optimizer, not yet with "
-                          "ZeRO-3/FSDP parameter gathering; use --backend analytic");
-  }
   const bool hybrid = t.sharding.strategy == ShardingStrategy::fsdp && t.sharding.fsdp_mode == FsdpMode::hybrid_shard &&
                       layout.degree < dp;
+  if (ep > 1 && hybrid) {
+    throw PlanUnsupported("expert parallelism with FSDP hybrid sharding is not simulated yet; use --backend analytic");
+  }
   // Rank order as Megatron lays it out: tensor ranks adjacent (inside a node), then data-parallel
   // replicas, then pipeline stages.
   auto rank_of = [&](int stage, int d, int r) { return stage * dp * tp + d * tp + r; };

@@ -162,8 +162,10 @@ TEST_CASE("run with an output directory writes the result, a Perfetto trace and 
 }
 
 TEST_CASE("backends refuse what they cannot run, with exit code 2", "[unit]") {
+  // Experts under FSDP hybrid sharding: not simulated yet.
   auto r = run_memtwin({"run", source_path("scenarios/quickstart.yaml"), "--backend", "sim", "--set", "model=mixtral-8x7b",
-                        "--set", "training.parallelism.expert=2"});
+                        "--set", "training.parallelism.expert=2", "--set", "training.sharding.mode=hybrid_shard", "--set",
+                        "training.sharding.shard_group=4"});
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Catch::Contains("expert parallelism") && Catch::Contains("--backend analytic"));
 }
@@ -325,6 +327,18 @@ training:
     CHECK(peak < previous_peak);  // each rank holds fewer experts
     previous_peak = peak;
   }
+  // ZeRO-3 gathers and reduce-scatters the experts over the replicas that hold them: more expert
+  // parallelism, less parameter traffic and memory per GPU.
+  const std::vector<std::string> zero3 = {"training.framework=deepspeed", "training.sharding.stage=3"};
+  auto with_ep = [&](int ep) {
+    auto sets = zero3;
+    sets.push_back("training.parallelism.expert=" + std::to_string(ep));
+    return sim_run(file, sets);
+  };
+  const auto z1 = with_ep(1), z4 = with_ep(4);
+  CHECK(z4["communication"]["bytes_per_gpu"]["all_gather"].get<double>() <
+        z1["communication"]["bytes_per_gpu"]["all_gather"].get<double>() / 2);
+  CHECK(z4["memory"]["gpu"]["peak_bytes"].get<double>() < z1["memory"]["gpu"]["peak_bytes"].get<double>());
   // The hardware backend says it does not run it rather than running something else.
   auto hw = run_memtwin({"run", file, "--backend", "hw", "--set", "training.parallelism.expert=2"});
   CHECK(hw.exit_code == 2);
