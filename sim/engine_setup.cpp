@@ -1,10 +1,18 @@
 #include "sim/engine_setup.h"
 
+#include <fstream>
+
 #include <xbt/log.h>
 
 namespace memtwin::sim {
 
-std::unique_ptr<simgrid::s4u::Engine> make_engine() {
+long max_memory_maps() {
+  std::ifstream in("/proc/sys/vm/max_map_count");
+  long value = 0;
+  return (in >> value && value > 0) ? value : 65530;
+}
+
+std::unique_ptr<simgrid::s4u::Engine> make_engine(bool guard_pages) {
   static int argc = 1;
   static char name[] = "memtwin";
   static char* argv[] = {name, nullptr};
@@ -13,6 +21,7 @@ std::unique_ptr<simgrid::s4u::Engine> make_engine() {
   simgrid::s4u::Engine::set_config("network/model:CM02");
   simgrid::s4u::Engine::set_config("network/crosstraffic:0");
   simgrid::s4u::Engine::set_config("network/TCP-gamma:0");
+  if (!guard_pages) simgrid::s4u::Engine::set_config("contexts/guard-size:0");
   return engine;
 }
 

@@ -8,6 +8,11 @@
 
 namespace memtwin::sim {
 
-std::unique_ptr<simgrid::s4u::Engine> make_engine();
+/// `guard_pages`: SimGrid's stack guard pages (each costs an extra memory mapping per actor); a
+/// simulation with very many actors turns them off to stay under vm.max_map_count.
+std::unique_ptr<simgrid::s4u::Engine> make_engine(bool guard_pages = true);
+
+/// The kernel's limit on memory mappings per process (vm.max_map_count; 65530 if unreadable).
+long max_memory_maps();
 
 }  // namespace memtwin::sim

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <memory>
+#include <set>
 
 #include <simgrid/s4u.hpp>
 
+#include "models/backend.h"
 #include "sim/collectives.h"
 #include "sim/engine_setup.h"
 #include "sim/platform.h"
@@ -356,8 +358,28 @@ std::vector<int> simulated_nodes(const Scenario& scenario) {
 }
 
 StepSimulation simulate_step(const Scenario& scenario, const Plan& plan, int trace_ranks) {
-  auto engine = make_engine();
-  Simulation sim(scenario, plan, trace_ranks, simulated_nodes(scenario));
+  const std::vector<int> nodes = simulated_nodes(scenario);
+  // One SimGrid actor per (rank, stream), each with a stack that is a memory mapping of its own (and
+  // one more for its guard page): past the kernel's limit SimGrid would abort, so say it first.
+  std::vector<std::size_t> streams_of_program;
+  for (const auto& program : plan.programs) {
+    std::set<Stream> streams;
+    for (const auto& op : program.ops) streams.insert(op.stream);
+    streams_of_program.push_back(streams.size());
+  }
+  long actors = 0;
+  for (int node : nodes)
+    for (int g = 0; g < scenario.cluster.gpus_per_node; ++g)
+      actors += static_cast<long>(streams_of_program[plan.program_of_rank[node * scenario.cluster.gpus_per_node + g]]);
+  const long maps = max_memory_maps(), spare = 4096;
+  if (actors + spare > maps) {
+    throw Unsupported("simulating " + std::to_string(nodes.size() * scenario.cluster.gpus_per_node) + " ranks needs " +
+                      std::to_string(actors) + " SimGrid actors, more than this machine's memory maps allow "
+                      "(vm.max_map_count = " + std::to_string(maps) + "); use simulation.fidelity: fast, "
+                      "--backend analytic, or raise vm.max_map_count");
+  }
+  auto engine = make_engine(2 * actors + spare <= maps);
+  Simulation sim(scenario, plan, trace_ranks, nodes);
   sim.start_actors();
   engine->run();
   return sim.result();
