@@ -76,6 +76,21 @@ float softmax_numerators(float* x, int n) {
   return total;
 }
 
+// Eight int8 codes, and eight int4 codes from four bytes (element 2i in byte i's low nibble), as floats.
+__m256 codes8(const std::uint8_t* p) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+__m256 codes4(const std::uint8_t* p) {
+  std::uint32_t word;
+  std::memcpy(&word, p, 4);
+  const __m256i bytes = _mm256_cvtepu8_epi32(_mm_cvtsi32_si128(static_cast<int>(word)));
+  const __m256i nibbles = _mm256_and_si256(
+      _mm256_srlv_epi32(_mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3)),
+                        _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4)),
+      _mm256_set1_epi32(0xf));
+  return _mm256_cvtepi32_ps(nibbles);
+}
+
 // One quantised vector into floats: code * scale + zero per group (bits 8, 4 or 2).
 void dequantize(const std::uint8_t* in, const KvFormat& f, float* out) {
   const int code_bytes = f.code_bytes_per_group();
@@ -150,6 +165,17 @@ void key_scores(const DecodeAttentionArgs& a, const std::int32_t* table, const f
   const int hd = f.head_dim;
   const std::size_t bytes = f.vector_bytes();
   const float score_scale = a.scale * element_factor(f);
+  // Each query head's sum over each quantisation group (for the zero points).
+  std::vector<float> q_group_sums;
+  if (f.quantized()) {
+    q_group_sums.resize(static_cast<std::size_t>(G) * f.groups());
+    for (int g = 0; g < G; ++g)
+      for (int gi = 0; gi < f.groups(); ++gi) {
+        float sum = 0;
+        for (int i = 0; i < f.group; ++i) sum += q[g * hd + gi * f.group + i];
+        q_group_sums[static_cast<std::size_t>(g) * f.groups() + gi] = sum;
+      }
+  }
   for (int t = 0; t < ctx; ++t) {
     const std::uint8_t* k = a.k_cache + a.shape.offset(table[t / a.shape.block_size], t % a.shape.block_size, kvh);
     if (t + kAhead < ctx) {
@@ -158,6 +184,34 @@ void key_scores(const DecodeAttentionArgs& a, const std::int32_t* table, const f
     }
     __m256 acc[G];
     for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
+    if (f.quantized() && f.bits() >= 4) {
+      // q . (code * scale + zero) per group = scale (q . code) + zero (sum of q over the group): the
+      // codes are widened and multiplied straight away, the zero points fall into a scalar.
+      float zero_terms[G] = {};
+      const int code_bytes = f.code_bytes_per_group();
+      for (int gi = 0; gi < f.groups(); ++gi) {
+        const std::uint8_t* base = k + static_cast<std::size_t>(gi) * f.group_bytes();
+        std::uint16_t params[2];
+        std::memcpy(params, base + code_bytes, 4);
+        const __m256 scale = _mm256_set1_ps(_cvtsh_ss(params[0]));
+        const float zero = _cvtsh_ss(params[1]);
+        __m256 part[G];
+        for (int g = 0; g < G; ++g) part[g] = _mm256_setzero_ps();
+        for (int c = 0; c < f.group; c += 8) {
+          const __m256 codes = f.bits() == 8 ? codes8(base + c) : codes4(base + c / 2);
+          const float* qc = q + gi * f.group + c;
+          for (int g = 0; g < G; ++g) part[g] = _mm256_fmadd_ps(_mm256_loadu_ps(qc + g * hd), codes, part[g]);
+        }
+        for (int g = 0; g < G; ++g) {
+          acc[g] = _mm256_fmadd_ps(scale, part[g], acc[g]);
+          zero_terms[g] += zero * q_group_sums[static_cast<std::size_t>(g) * f.groups() + gi];
+        }
+      }
+      for (int g = 0; g < G; ++g) {
+        scores[static_cast<std::size_t>(g) * ctx + t] = (horizontal_sum(acc[g]) + zero_terms[g]) * score_scale;
+      }
+      continue;
+    }
     if (f.quantized()) {
       dequantize(k, f, buffer);
       for (int c = 0; c < hd; c += 8) {
