@@ -102,23 +102,9 @@ void dequantize(const std::uint8_t* in, const KvFormat& f, float* out) {
     const __m256 zero = _mm256_set1_ps(_cvtsh_ss(params[1]));
     float* o = out + g * f.group;
     if (f.bits() == 8) {
-      for (int i = 0; i < code_bytes; i += 8) {
-        const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(base + i));
-        const __m256 c = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b));
-        _mm256_storeu_ps(o + i, _mm256_fmadd_ps(c, scale, zero));
-      }
+      for (int i = 0; i < code_bytes; i += 8) _mm256_storeu_ps(o + i, _mm256_fmadd_ps(codes8(base + i), scale, zero));
     } else if (f.bits() == 4) {
-      // Byte i holds elements 2i (low nibble) and 2i+1 (high): 4 bytes give 8 elements.
-      const __m256i shifts = _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4);
-      const __m256i spread = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
-      for (int i = 0; i < code_bytes; i += 4) {
-        std::uint32_t word;
-        std::memcpy(&word, base + i, 4);
-        const __m256i bytes = _mm256_cvtepu8_epi32(_mm_cvtsi32_si128(static_cast<int>(word)));
-        const __m256i nibbles = _mm256_and_si256(_mm256_srlv_epi32(_mm256_permutevar8x32_epi32(bytes, spread), shifts),
-                                                 _mm256_set1_epi32(0xf));
-        _mm256_storeu_ps(o + 2 * i, _mm256_fmadd_ps(_mm256_cvtepi32_ps(nibbles), scale, zero));
-      }
+      for (int i = 0; i < code_bytes; i += 4) _mm256_storeu_ps(o + 2 * i, _mm256_fmadd_ps(codes4(base + i), scale, zero));
     } else {
       const float s = _cvtsh_ss(params[0]), z = _cvtsh_ss(params[1]);
       for (int i = 0; i < code_bytes; ++i) {
