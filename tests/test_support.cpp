@@ -37,13 +37,17 @@ std::string slurp(const std::string& path) {
 }
 }  // namespace
 
-ProcessResult run_memtwin(const std::vector<std::string>& args) {
+ProcessResult run_memtwin(const std::vector<std::string>& args) { return run_binary(MEMTWIN_BINARY, args); }
+
+ProcessResult run_memtwin_device(const std::vector<std::string>& args) { return run_binary(MEMTWIN_DEVICE_BINARY, args); }
+
+ProcessResult run_binary(const std::string& binary, const std::vector<std::string>& args) {
   static int counter = 0;
   auto dir = std::filesystem::temp_directory_path() / ("memtwin-test-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   std::string out_file = (dir / ("out" + std::to_string(counter))).string();
   std::string err_file = (dir / ("err" + std::to_string(counter++))).string();
-  std::string cmd = quote(MEMTWIN_BINARY);
+  std::string cmd = quote(binary);
   for (const auto& a : args) cmd += " " + quote(a);
   cmd += " >" + quote(out_file) + " 2>" + quote(err_file) + " </dev/null";
   int status = std::system(cmd.c_str());

@@ -19,5 +19,9 @@ struct ProcessResult {
 
 /// Runs the memtwin binary with `args` (shell-quoted here) and captures its output.
 ProcessResult run_memtwin(const std::vector<std::string>& args);
+/// The same with memtwin-device (the measuring binary built without SimGrid).
+ProcessResult run_memtwin_device(const std::vector<std::string>& args);
+/// Any binary.
+ProcessResult run_binary(const std::string& binary, const std::vector<std::string>& args);
 
 }  // namespace memtwin::test

@@ -1,24 +1,8 @@
 // memtwin: a digital twin for the memory and time of LLM training and serving.
-#include <iostream>
-#include <map>
-#include <functional>
+#include "apps/memtwin/dispatch.h"
 
-#include <boost/program_options/errors.hpp>
-
-#include "apps/memtwin/commands.h"
-#include "models/backend.h"
-#include "models/scenario/scenario_error.h"
-
-namespace {
-
-using memtwin::cli::Args;
-
-struct Command {
-  std::function<int(const Args&)> run;
-  const char* summary;
-};
-
-const std::map<std::string, Command>& commands() {
+int main(int argc, char** argv) {
+  using memtwin::cli::Command;
   static const std::map<std::string, Command> table = {
       {"run", {memtwin::cli::cmd_run, "predict memory and time for a scenario"}},
       {"check", {memtwin::cli::cmd_check, "validate a scenario without running it"}},
@@ -34,49 +18,5 @@ const std::map<std::string, Command>& commands() {
       {"models", {memtwin::cli::cmd_models, "list the model catalog"}},
       {"gpus", {memtwin::cli::cmd_gpus, "list the GPU catalog"}},
   };
-  return table;
-}
-
-void print_usage(std::ostream& out) {
-  out << "usage: memtwin COMMAND [options]\n\n"
-         "memtwin predicts the memory and time of LLM training and serving from a YAML scenario.\n\n"
-         "commands:\n";
-  for (const auto& [name, cmd] : commands()) out << "  " << name << std::string(10 - name.size(), ' ') << cmd.summary << "\n";
-  out << "\n`memtwin COMMAND --help` describes each command.\n"
-         "exit codes: 0 ok, 1 internal error, 2 bad input, 3 the scenario does not fit in memory\n";
-}
-
-}  // namespace
-
-int main(int argc, char** argv) {
-  std::vector<std::string> all(argv + 1, argv + argc);
-  if (all.empty() || all[0] == "--help" || all[0] == "-h" || all[0] == "help") {
-    print_usage(std::cout);
-    return all.empty() ? memtwin::cli::kBadInput : memtwin::cli::kOk;
-  }
-  auto it = commands().find(all[0]);
-  if (it == commands().end()) {
-    std::cerr << "memtwin: unknown command '" << all[0] << "'\n\n";
-    print_usage(std::cerr);
-    return memtwin::cli::kBadInput;
-  }
-  Args rest(all.begin() + 1, all.end());
-  try {
-    return it->second.run(rest);
-  } catch (const memtwin::ScenarioError& e) {
-    std::cerr << e.what() << "\n";
-    return memtwin::cli::kBadInput;
-  } catch (const memtwin::Unsupported& e) {
-    std::cerr << "memtwin " << all[0] << ": " << e.what() << "\n";
-    return memtwin::cli::kBadInput;
-  } catch (const memtwin::cli::UsageError& e) {
-    std::cerr << "memtwin " << all[0] << ": " << e.what() << "\n(see `memtwin " << all[0] << " --help`)\n";
-    return memtwin::cli::kBadInput;
-  } catch (const boost::program_options::error& e) {
-    std::cerr << "memtwin " << all[0] << ": " << e.what() << "\n(see `memtwin " << all[0] << " --help`)\n";
-    return memtwin::cli::kBadInput;
-  } catch (const std::exception& e) {
-    std::cerr << "memtwin " << all[0] << ": internal error: " << e.what() << "\n";
-    return memtwin::cli::kInternalError;
-  }
+  return memtwin::cli::dispatch("memtwin", argc, argv, table);
 }

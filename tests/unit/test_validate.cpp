@@ -188,3 +188,20 @@ TEST_CASE("the host engine serves an fp8 (e4m3) KV cache: every request done, th
   CHECK(fp8["memory"]["gpu"]["kv_pool_bytes"] == fp16["memory"]["gpu"]["kv_pool_bytes"]);
   CHECK(fp8["kv_cache"]["peak_utilization"].get<double>() < 0.75 * fp16["kv_cache"]["peak_utilization"].get<double>());
 }
+
+TEST_CASE("memtwin-device measures without SimGrid: the hardware backend by default, the simulator refused", "[unit]") {
+  const std::string serve = source_path("scenarios/host/serve-fp16-kv.yaml");
+  auto measured = memtwin::test::run_memtwin_device({"run", serve, "--json", "--set", "inference.workload.requests=4"});
+  INFO(measured.err);
+  REQUIRE(measured.exit_code == 0);
+  const auto doc = nlohmann::json::parse(measured.out);
+  CHECK(doc["backend"] == "hw");
+  CHECK(doc["requests"]["completed"] == 4);
+  // The same plan as the full binary's simulation of it: compare can pair them.
+  auto simulated = run_memtwin({"run", serve, "--backend", "sim", "--json", "--set", "inference.workload.requests=4"});
+  REQUIRE(simulated.exit_code == 0);
+  CHECK(nlohmann::json::parse(simulated.out)["simulated"]["plan_hash"] == doc["executed"]["plan_hash"]);
+  auto sim = memtwin::test::run_memtwin_device({"run", serve, "--backend", "sim"});
+  CHECK(sim.exit_code == 2);
+  CHECK_THAT(sim.err, Catch::Contains("without SimGrid"));
+}

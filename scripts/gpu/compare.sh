@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The predicting half: simulates what scripts/gpu/measure.sh measured (same scenarios, same
+# calibration files) and prints memtwin compare's predicted / measured / error tables. The plan
+# hash in both results makes compare refuse if they are not the same plan.
+#   scripts/gpu/compare.sh [MEASURED_DIR]   (default ./gpu-results/measured)
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+bin="${MEMTWIN_BINARY:-$root/build/memtwin}"
+measured="${1:-$root/gpu-results/measured}"
+sim="$measured/../simulated"
+mkdir -p "$sim"
+"$bin" run "$root/scenarios/validation/torch-llama-0.9b-h200.yaml" --backend sim --out "$sim/train" > /dev/null &&
+  "$bin" compare "$sim/train/result.json" "$measured/train/result.json"
+for kv in fp16 int4; do
+  "$bin" run "$root/scenarios/host/serve-$kv-kv.yaml" --backend sim --set cluster.calibration="$measured/host-1rank.yaml" \
+    --out "$sim/serve-$kv" > /dev/null &&
+    "$bin" compare "$sim/serve-$kv/result.json" "$measured/serve-$kv/result.json"
+done

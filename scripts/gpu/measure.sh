@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The measuring half of the GPU check for a device machine that cannot build memtwin: run with the
+# bundle of scripts/gpu/device-bundle.sh carried along (device `carry: ["build/device-bundle"]`).
+# Writes result.json files under OUT (default ./gpu-results/measured): a training step of the 0.9B
+# Llama on the GPU (--device cuda) and the serving scenarios on the host device. Back on a machine
+# with the full tool, scripts/gpu/compare.sh simulates the same scenarios and prints the tables.
+#   scripts/gpu/measure.sh
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+bundle="${BUNDLE:-$root/build/device-bundle}"
+out="${OUT:-$root/gpu-results}/measured"
+mkdir -p "$out"
+export LD_LIBRARY_PATH="$bundle/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}"
+export OMPI_MCA_mca_base_component_path="$bundle/lib/openmpi3"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+bin="$bundle/memtwin-device"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$out/nvidia-smi.csv" 2>&1
+ldd "$bin" > "$out/ldd.txt" 2>&1
+timeout 150 "$bin" run "$root/scenarios/validation/torch-llama-0.9b-h200.yaml" --device cuda --steps 5 \
+  --out "$out/train" > "$out/train.txt" 2>&1
+echo "training step (cuda) exit $?" | tee -a "$out/status.txt"
+"$bin" calibrate --device host --ranks 1 --out "$out/host-1rank.yaml" > "$out/host-calibration.txt" 2>&1
+echo "host calibration exit $?" | tee -a "$out/status.txt"
+for kv in fp16 int4; do
+  timeout 60 "$bin" run "$root/scenarios/host/serve-$kv-kv.yaml" --set cluster.calibration="$out/host-1rank.yaml" \
+    --out "$out/serve-$kv" > "$out/serve-$kv.txt" 2>&1
+  echo "serving $kv (host) exit $?" | tee -a "$out/status.txt"
+done
+cat "$out/status.txt"
