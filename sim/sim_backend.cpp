@@ -36,10 +36,14 @@ class SimBackend final : public Backend {
                                                               memory.capacity_blocks, memory.block_bytes.as_double())}};
     r.files["requests.csv"] = requests_csv(run);
     std::ostringstream kv;
-    kv << "time_s,replica,kv_utilization,host_swap_out_bytes,host_swap_in_bytes\n";
+    kv << "time_s,replica,kv_utilization,host_swap_out_bytes,host_swap_in_bytes,prefix_to_host_bytes,"
+          "prefix_from_host_bytes,prefix_from_nvme_bytes,prefix_to_nvme_bytes,host_tier_bytes,nvme_tier_bytes\n";
     kv.precision(9);
-    for (const auto& k : run.kv_timeline)
-      kv << k.time_s << ",0," << k.utilization << "," << k.swap_out_bytes << "," << k.swap_in_bytes << "\n";
+    for (const auto& k : run.kv_timeline) {
+      kv << k.time_s << ",0," << k.utilization << "," << k.swap_out_bytes << "," << k.swap_in_bytes << ","
+         << k.prefix_to_host_bytes << "," << k.prefix_from_host_bytes << "," << k.prefix_from_nvme_bytes << ","
+         << k.prefix_to_nvme_bytes << "," << k.host_tier_bytes << "," << k.nvme_tier_bytes << "\n";
+    }
     r.files["kv_timeline.csv"] = kv.str();
     r.files["trace.json"] = serving_trace(run);
     return r;

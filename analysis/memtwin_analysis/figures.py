@@ -110,6 +110,12 @@ def tier_traffic(rows):
     times = [r["time_s"] for r in rows]
     ax.plot(times, [r["host_swap_out_bytes"] / GIB for r in rows], color="#d65f5f", label="to host (swap out)")
     ax.plot(times, [r["host_swap_in_bytes"] / GIB for r in rows], color="#956cb4", label="from host (swap in)")
+    # Cached prefixes moving through the tiers (runs with prefix caching and tiers).
+    for column, colour, label in (("prefix_to_host_bytes", "#4878d0", "prefixes to host"),
+                                  ("prefix_from_host_bytes", "#6acc64", "prefixes from host"),
+                                  ("prefix_from_nvme_bytes", "#ee854a", "prefixes from NVMe")):
+        if rows and column in rows[0] and any(r[column] > 0 for r in rows):
+            ax.plot(times, [r[column] / GIB for r in rows], color=colour, label=label)
     ax.set_ylim(bottom=0)
     return _finish(fig, ax, "time (s)", "cumulative GiB", "KV traffic between GPU and host memory (replica 0)", legend=True)
 

@@ -202,8 +202,20 @@ std::string serving_trace(const ServingRun& run) {
                       {"pid", it.replica}, {"tid", 0}, {"ts", it.start_s * 1e6}, {"dur", (it.end_s - it.start_s) * 1e6},
                       {"args", {{"decode_sequences", it.decode}, {"prefill_tokens", it.prefill_tokens}}}});
   }
-  double swap_out = -1, swap_in = -1;
+  double swap_out = -1, swap_in = -1, prefix_moved = -1, tiers_held = -1;
   for (const auto& k : run.kv_timeline) {
+    const double moved = k.prefix_to_host_bytes + k.prefix_from_host_bytes + k.prefix_from_nvme_bytes + k.prefix_to_nvme_bytes;
+    if (moved != prefix_moved) {
+      prefix_moved = moved;
+      events.push_back({{"name", "prefix tier bytes"}, {"ph", "C"}, {"pid", 0}, {"ts", k.time_s * 1e6},
+                        {"args", {{"to host", k.prefix_to_host_bytes}, {"from host", k.prefix_from_host_bytes},
+                                  {"from NVMe", k.prefix_from_nvme_bytes}, {"to NVMe", k.prefix_to_nvme_bytes}}}});
+    }
+    if (k.host_tier_bytes + k.nvme_tier_bytes != tiers_held) {
+      tiers_held = k.host_tier_bytes + k.nvme_tier_bytes;
+      events.push_back({{"name", "tier occupancy bytes"}, {"ph", "C"}, {"pid", 0}, {"ts", k.time_s * 1e6},
+                        {"args", {{"host", k.host_tier_bytes}, {"NVMe", k.nvme_tier_bytes}}}});
+    }
     events.push_back({{"name", "KV occupancy"}, {"ph", "C"}, {"pid", 0}, {"ts", k.time_s * 1e6}, {"args", {{"fraction", k.utilization}}}});
     // A counter holds its value until the next event: one event per change is the whole track.
     if (k.swap_out_bytes != swap_out || k.swap_in_bytes != swap_in) {

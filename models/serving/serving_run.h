@@ -32,6 +32,9 @@ struct ServingRun {
     double utilization = 0;          ///< KV blocks used / capacity
     double swap_out_bytes = 0;       ///< cumulative bytes swapped out to host memory
     double swap_in_bytes = 0;        ///< cumulative bytes brought back
+    // Cached prefixes in the tiers (the run's cumulative traffic, per GPU; replica 0's occupancy).
+    double prefix_to_host_bytes = 0, prefix_from_host_bytes = 0, prefix_from_nvme_bytes = 0, prefix_to_nvme_bytes = 0;
+    double host_tier_bytes = 0, nvme_tier_bytes = 0;
   };
   std::vector<KvSample> kv_timeline;
   struct Iteration {

@@ -227,7 +227,8 @@ TEST_CASE("the KV timeline carries the host-tier traffic, matching the swap tota
   std::ifstream in(dir + "/kv_timeline.csv");
   std::string header;
   std::getline(in, header);
-  REQUIRE(header == "time_s,replica,kv_utilization,host_swap_out_bytes,host_swap_in_bytes");
+  REQUIRE(header == "time_s,replica,kv_utilization,host_swap_out_bytes,host_swap_in_bytes,prefix_to_host_bytes,"
+                    "prefix_from_host_bytes,prefix_from_nvme_bytes,prefix_to_nvme_bytes,host_tier_bytes,nvme_tier_bytes");
   double last_time = -1, last_out = 0, last_in = 0;
   bool monotone = true;
   for (std::string line; std::getline(in, line);) {
@@ -235,7 +236,7 @@ TEST_CASE("the KV timeline carries the host-tier traffic, matching the swap tota
     std::string cell;
     std::vector<double> v;
     while (std::getline(ss, cell, ',')) v.push_back(std::stod(cell));
-    REQUIRE(v.size() == 5);
+    REQUIRE(v.size() == 11);
     monotone = monotone && v[0] >= last_time && v[3] >= last_out && v[4] >= last_in && v[4] <= v[3];
     last_time = v[0];
     last_out = v[3];
@@ -385,6 +386,41 @@ TEST_CASE("tier transfers cross the GPUs' PCIe links: a slower link makes fetche
   // The same decisions (the scheduler does not see the clock's cause), paid at the link's speed.
   CHECK(slow["tiers"]["prefix_fetch_host_bytes"].get<double>() > 0);
   CHECK(slow["latency_s"]["ttft"]["p50"].get<double>() > fast["latency_s"]["ttft"]["p50"].get<double>());
+}
+
+TEST_CASE("the KV timeline and trace carry the prefix tiers' traffic and occupancy", "[unit]") {
+  const std::string dir = "/tmp/memtwin-test-serving-tier-timeline";
+  const auto doc = serve(kFp16,
+                         {"inference.workload.requests=300", "inference.workload.rate=4/s",
+                          "inference.workload.shared_prefix={groups: 200, tokens: 1000}", "inference.serving.prefix_caching=true",
+                          "inference.kv_cache.memory=2GiB", "inference.tiers.host_memory=2GiB",
+                          "cluster.nvme={capacity: 2TB, read_bandwidth: 6GB/s, write_bandwidth: 3GB/s, latency: 20us}",
+                          "inference.tiers.nvme=64GiB"},
+                         dir);
+  std::ifstream in(dir + "/kv_timeline.csv");
+  std::string line;
+  std::getline(in, line);
+  std::vector<double> last;
+  double host_peak = 0;
+  while (std::getline(in, line)) {
+    std::stringstream ss(line);
+    last.clear();
+    for (std::string cell; std::getline(ss, cell, ',');) last.push_back(std::stod(cell));
+    REQUIRE(last.size() == 11);
+    host_peak = std::max(host_peak, last[9]);
+  }
+  // The last sample holds the run's totals (one replica) and the tiers stay within their capacity.
+  CHECK(last[5] == Approx(doc["tiers"]["prefix_offload_bytes"].get<double>()));
+  CHECK(last[6] == Approx(doc["tiers"]["prefix_fetch_host_bytes"].get<double>()));
+  CHECK(last[7] == Approx(doc["tiers"]["prefix_fetch_nvme_bytes"].get<double>()));
+  CHECK(last[8] == Approx(doc["tiers"]["nvme_write_bytes"].get<double>()));
+  CHECK(last[7] > 0);
+  CHECK(host_peak > 0);  // sampled after each iteration: never above the peak the tier reached
+  CHECK(host_peak <= doc["tiers"]["host_peak_bytes"].get<double>());
+  std::ifstream trace(dir + "/trace.json");
+  std::stringstream text;
+  text << trace.rdbuf();
+  CHECK_THAT(text.str(), Catch::Contains("prefix tier bytes") && Catch::Contains("tier occupancy bytes"));
 }
 
 TEST_CASE("proactive offload copies idle prefixes in the background: evictions then move nothing", "[unit]") {
