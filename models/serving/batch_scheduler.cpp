@@ -132,7 +132,7 @@ std::optional<ScheduledIteration> BatchScheduler::schedule() {
         evict_cached_prefixes(q.blocks);
         it.swap_in_bytes += q.blocks * block_bytes_;
         swapped_in_bytes_ += q.blocks * block_bytes_;
-        swapped_blocks_ -= q.blocks;
+        (host_tier_.capacity_blocks > 0 ? host_tier_.used_blocks : swapped_blocks_) -= q.blocks;
         used_ += q.blocks;
         note_peak();
         q.swapped = false;
@@ -330,13 +330,11 @@ bool BatchScheduler::stored_below(int group) const {
   return host_tier_.prefixes.count(group) > 0 || nvme_tier_.prefixes.count(group) > 0;
 }
 
-void BatchScheduler::offload_prefix(int group, std::int64_t blocks, std::uint64_t uses, bool background) {
-  if (blocks > host_tier_.capacity_blocks) {
-    ++out_.prefixes_dropped;
-    return;
-  }
-  // Make room in host memory: its first leavers go down to NVMe when it can take them, else away.
+bool BatchScheduler::make_host_room(std::int64_t blocks) {
+  // Host memory's first-leaving prefixes go down to NVMe when it can take them, else away; the KV
+  // of swapped-out sequences stays (it is needed back).
   while (host_tier_.capacity_blocks - host_tier_.used_blocks < blocks) {
+    if (host_tier_.prefixes.empty()) return false;
     const auto victim = first_leaver(host_tier_);
     const int moved_group = victim->first;
     const StoredPrefix moved = victim->second;
@@ -358,6 +356,14 @@ void BatchScheduler::offload_prefix(int group, std::int64_t blocks, std::uint64_
     out_.prefix_nvme_write_bytes += bytes;
     pending_tier_.host_to_nvme += bytes;
     out_.nvme_tier_peak_bytes = std::max(out_.nvme_tier_peak_bytes, nvme_tier_.used_blocks * block_bytes_);
+  }
+  return true;
+}
+
+void BatchScheduler::offload_prefix(int group, std::int64_t blocks, std::uint64_t uses, bool background) {
+  if (blocks > host_tier_.capacity_blocks || !make_host_room(blocks)) {
+    ++out_.prefixes_dropped;
+    return;
   }
   host_tier_.prefixes[group] = StoredPrefix{blocks, ++clock_, uses};
   host_tier_.used_blocks += blocks;
@@ -394,18 +400,27 @@ void BatchScheduler::preempt_newest(ScheduledIteration& it) {
   // Its blocks go to host memory, a shared prefix's too (as a private copy: others may keep using
   // the cached one, or it may be evicted before this sequence returns) when the swap space has room;
   // else it is recomputed, as vLLM falls back.
+  // With a host tier the KV goes there (making room by moving prefixes down), else into vLLM's
+  // swap space.
   const std::int64_t moved = q.blocks + q.shared;
   const bool swap = s_.inference->serving.preemption == Preemption::swap;
-  if (swap && swapped_blocks_ + moved > swap_capacity_blocks_) ++out_.swap_space_full;
-  if (swap && swapped_blocks_ + moved <= swap_capacity_blocks_) {
+  const bool into_tier = host_tier_.capacity_blocks > 0;
+  const bool room = swap && (into_tier ? make_host_room(moved) : swapped_blocks_ + moved <= swap_capacity_blocks_);
+  if (swap && !room) ++out_.swap_space_full;
+  if (room) {
     it.swap_out_bytes += moved * block_bytes_;
     out_.swap_bytes += 2 * moved * block_bytes_;  // out now, in later
     swapped_out_bytes_ += moved * block_bytes_;
     ++r.swaps;
     ++out_.swaps;
     used_ -= q.blocks;  // the blocks live in host memory meanwhile
-    swapped_blocks_ += moved;
-    out_.peak_swap_bytes = std::max(out_.peak_swap_bytes, static_cast<double>(swapped_blocks_) * block_bytes_);
+    if (into_tier) {
+      host_tier_.used_blocks += moved;
+      out_.host_tier_peak_bytes = std::max(out_.host_tier_peak_bytes, host_tier_.used_blocks * block_bytes_);
+    } else {
+      swapped_blocks_ += moved;
+      out_.peak_swap_bytes = std::max(out_.peak_swap_bytes, static_cast<double>(swapped_blocks_) * block_bytes_);
+    }
     release_prefix(q);
     q.blocks = moved;
     q.swapped = true;

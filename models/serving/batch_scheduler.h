@@ -121,6 +121,9 @@ class BatchScheduler {
   /// dropping, what no longer fits there), else dropped.
   /// `background`: a proactive copy of a prefix that stays on the GPU too.
   void offload_prefix(int group, std::int64_t blocks, std::uint64_t uses, bool background = false);
+  /// Frees host-tier room for `blocks` by moving its first-leaving prefixes down to NVMe (or away);
+  /// false when even that cannot (swapped-out sequences' KV fills it).
+  bool make_host_room(std::int64_t blocks);
   /// Whether a lower tier holds a copy of `group`'s prefix.
   [[nodiscard]] bool stored_below(int group) const;
   struct StoredPrefix;

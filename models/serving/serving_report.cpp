@@ -86,8 +86,9 @@ void add_serving_results(nlohmann::ordered_json& metrics, std::vector<std::strin
       run.capacity_blocks > 0 ? static_cast<double>(run.peak_blocks_used) / run.capacity_blocks : 0.0;
   metrics["tiers"] = {{"host_swap_bytes", run.swap_bytes}, {"swap_space_peak_bytes", run.peak_swap_bytes}};
   if (run.swap_space_full > 0) {
-    notes.push_back(std::to_string(run.swap_space_full) + " swap preemptions found the swap space full "
-                    "(inference.serving.swap_space per GPU) and recomputed the sequence instead");
+    notes.push_back(std::to_string(run.swap_space_full) + " swap preemptions found no room in host memory "
+                    "(inference.tiers.host_memory when set, else inference.serving.swap_space per GPU) and recomputed "
+                    "the sequence instead");
   }
   if (s.inference->tiers.host_memory || s.inference->tiers.nvme) {
     metrics["tiers"]["prefix_offload_bytes"] = run.prefix_offload_bytes;

@@ -214,7 +214,19 @@ TEST_CASE("a small KV pool preempts and still completes every request - compress
   CHECK(small["requests"]["completed"] == 400);
   CHECK(small["tiers"]["swap_space_peak_bytes"].get<double>() <= 64.0 * (1 << 20));
   CHECK(small["requests"]["preemptions"].get<int>() > 0);
-  CHECK_THAT(small["notes"].dump(), Catch::Contains("swap space full"));
+  CHECK_THAT(small["notes"].dump(), Catch::Contains("no room in host memory"));
+  // With a host tier the swapped KV lives there (counted in its occupancy), not in the swap space.
+  auto tiered = serve(kFp16, [&] {
+    auto s = tight;
+    s.push_back("inference.serving.preemption=swap");
+    s.push_back("inference.tiers.host_memory=64GiB");
+    return s;
+  }());
+  CHECK(tiered["requests"]["completed"] == 400);
+  CHECK(tiered["tiers"]["host_swap_bytes"].get<double>() > 0);
+  CHECK(tiered["tiers"]["swap_space_peak_bytes"].get<double>() == 0);
+  CHECK(tiered["tiers"]["host_peak_bytes"].get<double>() > 0);
+  CHECK(tiered["tiers"]["host_peak_bytes"].get<double>() <= 64.0 * (1 << 30));
 }
 
 TEST_CASE("the KV timeline carries the host-tier traffic, matching the swap total", "[unit]") {
