@@ -196,32 +196,24 @@ TEST_CASE("a small KV pool preempts and still completes every request - compress
   CHECK(kivi["requests"]["completed"] == 400);
   CHECK(kivi["requests"]["preemptions"].get<int>() < fp16["requests"]["preemptions"].get<int>());
   CHECK(kivi["throughput"]["output_tokens_per_s"].get<double>() > fp16["throughput"]["output_tokens_per_s"].get<double>());
-  auto swap = serve(kFp16, [&] {
-    auto s = tight;
-    s.push_back("inference.serving.preemption=swap");
-    return s;
-  }());
+  // Preemption by swap, with more settings on top of the tight pool.
+  auto swapping = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), "inference.serving.preemption=swap");
+    more.insert(more.begin(), tight.begin(), tight.end());
+    return serve(kFp16, more);
+  };
+  auto swap = swapping({});
   CHECK(swap["requests"]["completed"] == 400);
   CHECK(swap["tiers"]["host_swap_bytes"].get<double>() > 0);
   CHECK(swap["tiers"]["swap_space_peak_bytes"].get<double>() <= 4.0 * (1 << 30));
   // A swap space too small for a sequence: swap preemption falls back to recompute, and says so.
-  auto small = serve(kFp16, [&] {
-    auto s = tight;
-    s.push_back("inference.serving.preemption=swap");
-    s.push_back("inference.serving.swap_space=64MiB");
-    return s;
-  }());
+  auto small = swapping({"inference.serving.swap_space=64MiB"});
   CHECK(small["requests"]["completed"] == 400);
   CHECK(small["tiers"]["swap_space_peak_bytes"].get<double>() <= 64.0 * (1 << 20));
   CHECK(small["requests"]["preemptions"].get<int>() > 0);
   CHECK_THAT(small["notes"].dump(), Catch::Contains("no room in host memory"));
   // With a host tier the swapped KV lives there (counted in its occupancy), not in the swap space.
-  auto tiered = serve(kFp16, [&] {
-    auto s = tight;
-    s.push_back("inference.serving.preemption=swap");
-    s.push_back("inference.tiers.host_memory=64GiB");
-    return s;
-  }());
+  auto tiered = swapping({"inference.tiers.host_memory=64GiB"});
   CHECK(tiered["requests"]["completed"] == 400);
   CHECK(tiered["tiers"]["host_swap_bytes"].get<double>() > 0);
   CHECK(tiered["tiers"]["swap_space_peak_bytes"].get<double>() == 0);
