@@ -22,13 +22,14 @@ namespace sg4 = simgrid::s4u;
 
 namespace {
 
-// Where a replica runs: its GPUs (slots of the platform, stage by stage) and its node's CPU host
-// and NVMe; with pipeline stages, a lock per stage so that one batch at a time runs on it.
+// Where a replica runs: its GPUs (slots of the platform, stage by stage; each reaches its own
+// node's host memory) and the NVMe its tiers use; with pipeline stages, a lock per stage so that
+// one batch at a time runs on it.
 struct Placement {
   std::vector<int> gpus;                   ///< all the replica's GPUs (the KV is spread over them)
   std::vector<std::vector<int>> stages;    ///< each stage's tensor-parallel group
   std::vector<sg4::MutexPtr> stage_locks;  ///< empty without pipeline stages
-  int node = 0;
+  int node = 0;                            ///< the first GPU's node: whose NVMe holds the replica's tier
 };
 
 // One scheduler of a replica as an actor (a replica with pipeline stages has one per stage, vLLM's
