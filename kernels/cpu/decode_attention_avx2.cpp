@@ -91,24 +91,34 @@ __m256 codes4(const std::uint8_t* p) {
   return _mm256_cvtepi32_ps(nibbles);
 }
 
+// A quantisation group: its packed codes, then the fp16 scale and zero point behind them.
+struct Group {
+  const std::uint8_t* codes;
+  float scale, zero;
+};
+Group group_at(const std::uint8_t* vector, const KvFormat& f, int index) {
+  const std::uint8_t* base = vector + static_cast<std::size_t>(index) * f.group_bytes();
+  std::uint16_t params[2];
+  std::memcpy(params, base + f.code_bytes_per_group(), 4);
+  return {base, _cvtsh_ss(params[0]), _cvtsh_ss(params[1])};
+}
+
 // One quantised vector into floats: code * scale + zero per group (bits 8, 4 or 2).
 void dequantize(const std::uint8_t* in, const KvFormat& f, float* out) {
   const int code_bytes = f.code_bytes_per_group();
   for (int g = 0; g < f.groups(); ++g) {
-    const std::uint8_t* base = in + static_cast<std::size_t>(g) * f.group_bytes();
-    std::uint16_t params[2];
-    std::memcpy(params, base + code_bytes, 4);
-    const __m256 scale = _mm256_set1_ps(_cvtsh_ss(params[0]));
-    const __m256 zero = _mm256_set1_ps(_cvtsh_ss(params[1]));
+    const Group group = group_at(in, f, g);
+    const std::uint8_t* base = group.codes;
+    const __m256 scale = _mm256_set1_ps(group.scale);
+    const __m256 zero = _mm256_set1_ps(group.zero);
     float* o = out + g * f.group;
     if (f.bits() == 8) {
       for (int i = 0; i < code_bytes; i += 8) _mm256_storeu_ps(o + i, _mm256_fmadd_ps(codes8(base + i), scale, zero));
     } else if (f.bits() == 4) {
       for (int i = 0; i < code_bytes; i += 4) _mm256_storeu_ps(o + 2 * i, _mm256_fmadd_ps(codes4(base + i), scale, zero));
     } else {
-      const float s = _cvtsh_ss(params[0]), z = _cvtsh_ss(params[1]);
       for (int i = 0; i < code_bytes; ++i) {
-        for (int k = 0; k < 4; ++k) o[4 * i + k] = static_cast<float>((base[i] >> (2 * k)) & 0x3) * s + z;
+        for (int k = 0; k < 4; ++k) o[4 * i + k] = static_cast<float>((base[i] >> (2 * k)) & 0x3) * group.scale + group.zero;
       }
     }
   }
@@ -174,13 +184,11 @@ void key_scores(const DecodeAttentionArgs& a, const std::int32_t* table, const f
       // q . (code * scale + zero) per group = scale (q . code) + zero (sum of q over the group): the
       // codes are widened and multiplied straight away, the zero points fall into a scalar.
       float zero_terms[G] = {};
-      const int code_bytes = f.code_bytes_per_group();
       for (int gi = 0; gi < f.groups(); ++gi) {
-        const std::uint8_t* base = k + static_cast<std::size_t>(gi) * f.group_bytes();
-        std::uint16_t params[2];
-        std::memcpy(params, base + code_bytes, 4);
-        const __m256 scale = _mm256_set1_ps(_cvtsh_ss(params[0]));
-        const float zero = _cvtsh_ss(params[1]);
+        const Group group = group_at(k, f, gi);
+        const std::uint8_t* base = group.codes;
+        const __m256 scale = _mm256_set1_ps(group.scale);
+        const float zero = group.zero;
         __m256 part[G];
         for (int g = 0; g < G; ++g) part[g] = _mm256_setzero_ps();
         for (int c = 0; c < f.group; c += 8) {
