@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/memtwin/commands.h"
+#include "apps/memtwin/kv_files.h"
 #include "apps/memtwin/options.h"
 #include "kernels/kv_quality.h"
 #include "models/kv/kv_methods.h"
@@ -22,12 +23,13 @@ int cmd_kernels(const Args& args) {
       ("head-dim", po::value<int>()->default_value(128), "head size: 64, 128 or 256")
       ("group", po::value<int>()->default_value(32), "quantisation group along channels")
       ("topk", po::value<int>()->default_value(64), "k of the top-k attention overlap")
-      ("keys", po::value<std::string>(), "K from a .npy file [tokens, kv_heads, head_dim] (float32/float16)")
-      ("values", po::value<std::string>(), "V from a .npy file of the same shape")
+      ("keys", po::value<std::string>(),
+       "K [tokens, kv_heads, head_dim]: a .npy file (float32/float16) or FILE.safetensors[:TENSOR] (F32/F16/BF16)")
+      ("values", po::value<std::string>(), "V of the same shape, the same way")
       ("seed", po::value<std::uint64_t>()->default_value(1), "seed of the synthetic KV and queries")
       ("json", po::bool_switch(), "print JSON");
   auto vm = parse_args(args, options, {},
-                       "usage: memtwin kernels [--keys K.npy --values V.npy] [--tokens N] [--json]\n\n"
+                       "usage: memtwin kernels [--keys K.npy|KV.safetensors:K --values V.npy|KV.safetensors:V] [--tokens N] [--json]\n\n"
                        "Quantises KV with each format the kernels support and reports reconstruction error,\n"
                        "attention output error and top-k overlap against full precision, and the bytes per\n"
                        "token, checked against memtwin's size model. Synthetic KV has outlier key channels\n"
@@ -38,8 +40,8 @@ int cmd_kernels(const Args& args) {
   if (vm->count("keys") != vm->count("values")) throw UsageError("give both --keys and --values, or neither");
   if (vm->count("keys")) {
     try {
-      keys = kernels::read_npy((*vm)["keys"].as<std::string>());
-      values = kernels::read_npy((*vm)["values"].as<std::string>());
+      keys = read_kv_file((*vm)["keys"].as<std::string>());
+      values = read_kv_file((*vm)["values"].as<std::string>());
     } catch (const std::runtime_error& e) {
       throw UsageError(e.what());
     }
@@ -57,7 +59,9 @@ int cmd_kernels(const Args& args) {
   doc["tokens"] = keys.tokens;
   doc["kv_heads"] = keys.kv_heads;
   doc["head_dim"] = keys.head_dim;
-  doc["source"] = vm->count("keys") ? "npy" : "synthetic";
+  doc["source"] = !vm->count("keys")                                                            ? "synthetic"
+                  : (*vm)["keys"].as<std::string>().find(".safetensors") != std::string::npos ? "safetensors"
+                                                                                               : "npy";
   const KvShape one_layer{1, keys.kv_heads, keys.head_dim, 2};
   bool sizes_agree = true;
   const double fp16_bytes = 2.0 * keys.kv_heads * keys.head_dim * 2;

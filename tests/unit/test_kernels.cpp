@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
 
@@ -270,6 +271,49 @@ TEST_CASE("KV tensors load from .npy files", "[unit]") {
   CHECK_THAT(r.out, Catch::Contains("npy KV: 3 tokens"));
   auto bad = memtwin::test::run_memtwin({"kernels", "--keys", "/no/such.npy", "--values", path});
   CHECK(bad.exit_code == 2);
+}
+
+TEST_CASE("KV tensors load from safetensors files, F16 and BF16, picked by name", "[unit]") {
+  // Two tensors [4, 2, 64]: K in F16, V in BF16, written by hand in the safetensors layout.
+  const std::string path = "/tmp/memtwin-test-kv.safetensors";
+  const int n = 4 * 2 * 64;
+  {
+    const std::string header = R"({"K":{"dtype":"F16","shape":[4,2,64],"data_offsets":[0,)" + std::to_string(2 * n) +
+                               R"(]},"V":{"dtype":"BF16","shape":[4,2,64],"data_offsets":[)" + std::to_string(2 * n) +
+                               "," + std::to_string(4 * n) + R"(]},"__metadata__":{"format":"pt"}})";
+    std::ofstream out(path, std::ios::binary);
+    const std::uint64_t len = header.size();
+    out.write(reinterpret_cast<const char*>(&len), 8);
+    out << header;
+    for (int i = 0; i < n; ++i) {
+      const std::uint16_t h = float_to_half(static_cast<float>(i % 64) * 0.25f);
+      out.write(reinterpret_cast<const char*>(&h), 2);
+    }
+    for (int i = 0; i < n; ++i) {
+      const float f = -static_cast<float>(i % 64);  // small integers: exact in bfloat16
+      std::uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      const std::uint16_t b = static_cast<std::uint16_t>(bits >> 16);
+      out.write(reinterpret_cast<const char*>(&b), 2);
+    }
+  }
+  auto r = memtwin::test::run_memtwin({"kernels", "--keys", path + ":K", "--values", path + ":V", "--q-heads", "4",
+                                       "--topk", "2", "--json"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto doc = nlohmann::json::parse(r.out);
+  CHECK(doc["source"] == "safetensors");
+  CHECK(doc["tokens"] == 4);
+  CHECK(doc["kv_heads"] == 2);
+  CHECK(doc["head_dim"] == 64);
+  CHECK(doc["formats"][0]["key_error"].get<double>() < 1e-3);  // fp16 of F16 keys: exact up to rounding
+  // Without a name a file of two tensors is ambiguous: the error lists them.
+  auto ambiguous = memtwin::test::run_memtwin({"kernels", "--keys", path, "--values", path + ":V"});
+  CHECK(ambiguous.exit_code == 2);
+  CHECK_THAT(ambiguous.err, Catch::Contains("2 tensors") && Catch::Contains("K, V"));
+  auto missing = memtwin::test::run_memtwin({"kernels", "--keys", path + ":Q", "--values", path + ":V"});
+  CHECK(missing.exit_code == 2);
+  CHECK_THAT(missing.err, Catch::Contains("no tensor 'Q'"));
 }
 
 TEST_CASE("KIVI caches hold exactly the bytes memtwin's size model counts, token by token", "[unit]") {

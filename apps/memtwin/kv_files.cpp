@@ -1,0 +1,95 @@
+#include "apps/memtwin/kv_files.h"
+
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+namespace memtwin::cli {
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// safetensors: an 8-byte little-endian header length, a JSON header naming each tensor's dtype,
+// shape and [begin, end) byte offsets into the data that follows.
+kernels::KvTensor read_safetensors(const std::string& path, const std::string& wanted) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(path + ": cannot read");
+  std::uint64_t header_len = 0;
+  in.read(reinterpret_cast<char*>(&header_len), 8);
+  if (!in || header_len == 0 || header_len > (100u << 20)) throw std::runtime_error(path + ": not a safetensors file");
+  std::string header(header_len, '\0');
+  in.read(header.data(), static_cast<std::streamsize>(header_len));
+  nlohmann::json meta;
+  try {
+    meta = nlohmann::json::parse(header);
+  } catch (const nlohmann::json::exception&) {
+    throw std::runtime_error(path + ": its safetensors header is not JSON");
+  }
+  std::string names;
+  std::string chosen = wanted;
+  int tensors = 0;
+  for (const auto& [name, _] : meta.items()) {
+    if (name == "__metadata__") continue;
+    names += (names.empty() ? "" : ", ") + name;
+    ++tensors;
+    if (wanted.empty()) chosen = name;
+  }
+  if (wanted.empty() && tensors != 1) {
+    throw std::runtime_error(path + ": holds " + std::to_string(tensors) + " tensors (" + names +
+                             "); name one as " + path + ":NAME");
+  }
+  if (!meta.contains(chosen)) throw std::runtime_error(path + ": no tensor '" + chosen + "' (it holds " + names + ")");
+  const auto& t = meta[chosen];
+  const std::string dtype = t.value("dtype", "");
+  const auto shape = t.value("shape", std::vector<long>{});
+  const auto offsets = t.value("data_offsets", std::vector<std::uint64_t>{});
+  if (shape.size() != 3 || offsets.size() != 2) {
+    throw std::runtime_error(path + ":" + chosen + ": expected shape [tokens, kv_heads, head_dim]");
+  }
+  const std::size_t element = dtype == "F32" ? 4 : (dtype == "F16" || dtype == "BF16") ? 2 : 0;
+  if (element == 0) throw std::runtime_error(path + ":" + chosen + ": dtype " + dtype + "; F32, F16 or BF16 are read");
+  kernels::KvTensor out{static_cast<int>(shape[0]), static_cast<int>(shape[1]), static_cast<int>(shape[2]), {}};
+  const std::size_t n = static_cast<std::size_t>(shape[0]) * shape[1] * shape[2];
+  if (offsets[1] - offsets[0] != n * element) throw std::runtime_error(path + ":" + chosen + ": its bytes do not match its shape");
+  in.seekg(static_cast<std::streamoff>(8 + header_len + offsets[0]));
+  std::vector<char> raw(n * element);
+  in.read(raw.data(), static_cast<std::streamsize>(raw.size()));
+  if (!in) throw std::runtime_error(path + ": the file is shorter than its header says");
+  out.data.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (dtype == "F32") {
+      std::memcpy(&out.data[i], &raw[4 * i], 4);
+    } else {
+      std::uint16_t h;
+      std::memcpy(&h, &raw[2 * i], 2);
+      if (dtype == "F16") {
+        out.data[i] = kernels::half_to_float(h);
+      } else {  // bfloat16: the top half of a float
+        const std::uint32_t bits = static_cast<std::uint32_t>(h) << 16;
+        std::memcpy(&out.data[i], &bits, 4);
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+kernels::KvTensor read_kv_file(const std::string& spec) {
+  const auto marker = spec.find(".safetensors");
+  if (marker != std::string::npos) {
+    const std::size_t end = marker + std::string(".safetensors").size();
+    const std::string path = spec.substr(0, end);
+    std::string tensor = spec.size() > end && spec[end] == ':' ? spec.substr(end + 1) : "";
+    return read_safetensors(path, tensor);
+  }
+  if (!ends_with(spec, ".npy")) throw std::runtime_error(spec + ": give a .npy or .safetensors file");
+  return kernels::read_npy(spec);
+}
+
+}  // namespace memtwin::cli
