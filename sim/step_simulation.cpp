@@ -337,8 +337,6 @@ class Simulation {
   StepSimulation result_;
 };
 
-}  // namespace
-
 std::vector<int> simulated_nodes(const Scenario& scenario) {
   const Cluster& c = scenario.cluster;
   const int stages = scenario.training->parallelism.pipeline;
@@ -357,10 +355,9 @@ std::vector<int> simulated_nodes(const Scenario& scenario) {
   return nodes;
 }
 
-StepSimulation simulate_step(const Scenario& scenario, const Plan& plan, int trace_ranks) {
-  const std::vector<int> nodes = simulated_nodes(scenario);
-  // One SimGrid actor per (rank, stream), each with a stack that is a memory mapping of its own (and
-  // one more for its guard page): past the kernel's limit SimGrid would abort, so say it first.
+// The SimGrid actors a simulation of these nodes starts: one per (rank, stream). Counted before the
+// engine exists (the Simulation builds its platform into it).
+long actors_for(const Scenario& scenario, const Plan& plan, const std::vector<int>& nodes) {
   std::vector<std::size_t> streams_of_program;
   for (const auto& program : plan.programs) {
     std::set<Stream> streams;
@@ -371,6 +368,16 @@ StepSimulation simulate_step(const Scenario& scenario, const Plan& plan, int tra
   for (int node : nodes)
     for (int g = 0; g < scenario.cluster.gpus_per_node; ++g)
       actors += static_cast<long>(streams_of_program[plan.program_of_rank[node * scenario.cluster.gpus_per_node + g]]);
+  return actors;
+}
+
+}  // namespace
+
+StepSimulation simulate_step(const Scenario& scenario, const Plan& plan, int trace_ranks) {
+  const std::vector<int> nodes = simulated_nodes(scenario);
+  // Each actor's stack is a memory mapping of its own (and one more for its guard page): past the
+  // kernel's limit SimGrid would abort, so say it first.
+  const long actors = actors_for(scenario, plan, nodes);
   const long maps = max_memory_maps(), spare = 4096;
   if (actors + spare > maps) {
     throw Unsupported("simulating " + std::to_string(nodes.size() * scenario.cluster.gpus_per_node) + " ranks needs " +

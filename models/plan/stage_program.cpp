@@ -4,11 +4,10 @@
 #include <cmath>
 #include <memory>
 
-#include "models/memory/activations.h"
 #include "models/memory/model_states.h"
 #include "models/memory/rank_share.h"
-#include "models/memory/weight_shapes.h"
 #include "models/model_facts.h"
+#include "models/plan/block_cost.h"
 
 namespace memtwin {
 namespace {
@@ -73,77 +72,6 @@ class Emitter {
   Program& p_;
 };
 
-// Per-block costs on one GPU for one micro-batch.
-struct BlockCost {
-  double gemm_flops = 0, gemm_bytes = 0;       // forward
-  double attention_flops = 0, attention_bytes = 0;
-  double elementwise_bytes = 0;                // forward memory-bound kernels (norms, rotary, SwiGLU, residuals)
-  double activation_bytes = 0;                 // stored for backward
-  double params = 0;                           // this rank's share of the block
-  double expert_params = 0;                    // of which experts (MoE): reduced over the expert-data-parallel group
-  double dispatch_bytes = 0;                   // MoE with expert parallelism: one all-to-all's buffer per rank
-  std::vector<GemmShape> gemm_shapes;          // the forward's matrix multiplies on this rank
-  std::vector<GemmShape> backward_shapes;      // the backward's: input and weight gradients of each
-  std::vector<GemmShape> attention_shapes;     // QK^T and AV over the whole score matrix, per head
-};
-
-BlockCost block_cost(const Scenario& s) {
-  const ModelSpec& m = s.model;
-  const Training& t = *s.training;
-  const double tp = t.parallelism.tensor;
-  const double tokens = static_cast<double>(t.seq_len) * t.micro_batch;
-  const double element = t.precision == Precision::fp32 ? 4 : 2;
-  BlockCost c;
-  double weights = 0;
-  for (const auto& w : block_matrices(m)) {
-    const double active = (w.copies > 1) ? w.rows * w.cols * m.experts_per_token : w.rows * w.cols;
-    weights += active / tp;
-  }
-  c.gemm_flops = 2 * weights * tokens;
-  // Column-parallel matrices split their outputs over the tensor ranks, row-parallel ones (the
-  // attention output and the MLP's down projection) their inputs, as Megatron-LM does.
-  const auto tokens_i = static_cast<std::int64_t>(tokens);
-  for (const auto& w : block_matrices(m)) {
-    const bool row_parallel = w.name == "o_proj" || w.name == "down_proj";
-    const auto rows = static_cast<std::int64_t>(row_parallel ? w.rows / tp : w.rows);
-    const auto cols = static_cast<std::int64_t>(row_parallel ? w.cols : w.cols / tp);
-    c.gemm_shapes.push_back({tokens_i, cols, rows, w.copies > 1 ? m.experts_per_token : 1});
-  }
-  // Y[m,n] = X[m,k] W[k,n] costs dX[m,k] = dY W^T (inner n) and dW[k,n] = X^T dY (inner m) backward.
-  for (const auto& g : c.gemm_shapes) {
-    c.backward_shapes.push_back({g.m, g.k, g.n, g.count});
-    c.backward_shapes.push_back({g.k, g.n, g.m, g.count});
-  }
-  c.gemm_bytes = element * (weights + tokens * (4.0 * m.hidden + 3.0 * m.intermediate * m.experts_per_token / tp));
-  const double q_width = static_cast<double>(m.heads) * m.head_dim / tp;
-  // Causal FlashAttention: QK^T and AV over half the context on average.
-  c.attention_flops = 4.0 * tokens * t.seq_len * q_width * 0.5;
-  c.attention_bytes = element * tokens * 4 * q_width;
-  const std::int64_t head_passes = static_cast<std::int64_t>(t.micro_batch) * m.heads / t.parallelism.tensor;
-  c.attention_shapes = {{t.seq_len, t.seq_len, m.head_dim, head_passes}, {t.seq_len, m.head_dim, t.seq_len, head_passes}};
-  if (t.attention == AttentionImpl::explicit_scores) {
-    // Materialised scores [b, heads/t, s, s]: written by QK^T, read and written by the fused
-    // scale-mask-softmax, by dropout (with its mask), read by AV: about six passes of 16-bit scores.
-    const double heads = static_cast<double>(m.heads) / tp;
-    const double scores = t.micro_batch * heads * static_cast<double>(t.seq_len) * t.seq_len;
-    c.attention_bytes += scores * element * (m.dropout ? 6.0 : 4.0);
-    c.attention_flops *= 2;  // no causal skipping: the whole score matrix is computed, then masked
-  }
-  // Memory-bound kernels of a block, each reading and writing its tensors once.
-  const double per_token = block_elementwise_elements_per_token(m, t.parallelism.tensor, true);
-  c.elementwise_bytes = element * tokens * per_token;
-  c.activation_bytes = block_activation_bytes_per_token(m, t.seq_len, t.parallelism.tensor, t.parallelism.sequence_parallel,
-                                                        t.recompute, t.attention) *
-                       tokens;
-  c.params = rank_share(m, t).block_parameters;
-  if (t.parallelism.expert > 1) {
-    // Each token's hidden state goes to its top-k experts and comes back (dispatch, combine).
-    c.expert_params = count_parameters(m).mlp / t.parallelism.expert / tp;
-    c.dispatch_bytes = element * tokens * m.experts_per_token * m.hidden;
-  }
-  return c;
-}
-
 }  // namespace
 
 bool gathers_parameters(const Training& t) {
@@ -196,13 +124,17 @@ struct StageProgramBuilder::Impl {
     return e.copy(name + ".params_to_device", CopyDirection::host_to_device, shard, {read});
   }
 
+  // Expert parameters kept apart from the data-parallel group's: several replicas hold the same
+  // experts ("edp" has two or more members), which reduce and gather them among themselves.
+  bool experts_shared() const { return block.expert_params > 0 && spec.dp_ranks / t.parallelism.expert >= 2; }
+
   // ZeRO-3/FSDP: a block's parameters gathered before use; with expert parallelism the experts
   // come from the replicas holding the same experts, the rest from the shard group. Appends what
   // the block's compute waits for to `deps`.
   void gather_block(const std::string& name, std::uint32_t after, std::vector<std::uint32_t>& deps) {
     deps.push_back(e.collective(name, Collective::all_gather, shard_role, (block.params - block.expert_params) * element,
                                 {after}));
-    if (block.expert_params > 0 && spec.dp_ranks / t.parallelism.expert >= 2) {
+    if (experts_shared()) {
       deps.push_back(e.collective(name + ".experts", Collective::all_gather, "edp", block.expert_params * element, {after}));
     }
   }
@@ -217,12 +149,8 @@ struct StageProgramBuilder::Impl {
   // A block's gradients: the experts' over the replicas holding the same experts ("edp"), the
   // rest over the data-parallel group.
   void reduce_block_gradients(const std::string& name, std::uint32_t after) {
-    if (block.expert_params <= 0) {
-      reduce_gradients(name, block.params, after);
-      return;
-    }
     reduce_gradients(name, block.params - block.expert_params, after);
-    if (spec.dp_ranks / t.parallelism.expert >= 2) {
+    if (experts_shared()) {
       const double bytes = block.expert_params * element;
       reductions.push_back(layout.optimizer
                                ? e.collective(name + ".experts.grad_rs", Collective::reduce_scatter, "edp", bytes, {after})
@@ -453,52 +381,18 @@ void StageProgramBuilder::epilogue(const std::vector<const StageProgramBuilder*>
   if (x.spec.dp_ranks > 1 && x.layout.optimizer && !x.gather) {
     // ZeRO-1/2: every rank gathers the updated parameters of the others, block by block (experts
     // from the replicas holding the same experts).
-    const double experts = x.spec.dp_ranks / x.t.parallelism.expert >= 2 ? x.block.expert_params : 0.0;
     for (int b = 0; b < layers; ++b) {
       x.e.collective("block" + std::to_string(b) + ".param_ag", Collective::all_gather, "dp",
                      (x.block.params - x.block.expert_params) * x.element, {step});
-      if (experts > 0) {
+      if (x.experts_shared()) {
         x.e.collective("block" + std::to_string(b) + ".experts.param_ag", Collective::all_gather, "edp",
-                       experts * x.element, {step});
+                       x.block.expert_params * x.element, {step});
       }
     }
     if (x.root_params > 0) {
       x.e.collective("root.param_ag", Collective::all_gather, "dp", x.root_params * x.element, {step});
     }
   }
-}
-
-std::vector<Pass> pipeline_schedule(PipelineSchedule kind, int stage, int stages, int microbatches, int chunks) {
-  std::vector<Pass> order;
-  if (stages == 1) {
-    // Without a pipeline each micro-batch's backward follows its forward (gradient accumulation).
-    for (int mb = 0; mb < microbatches; ++mb) {
-      order.push_back({'F', mb, 0});
-      order.push_back({'B', mb, 0});
-    }
-    return order;
-  }
-  if (kind == PipelineSchedule::gpipe) {
-    for (int mb = 0; mb < microbatches; ++mb) order.push_back({'F', mb, 0});
-    for (int mb = 0; mb < microbatches; ++mb) order.push_back({'B', mb, 0});
-    return order;
-  }
-  // 1F1B is the interleaved schedule with one chunk.
-  const int total = microbatches * chunks;
-  const int group = stages * chunks;
-  auto pass = [&](char k, int i) {
-    const int c = (i % group) / stages;
-    return Pass{k, (i / group) * stages + i % stages, k == 'F' ? c : chunks - 1 - c};
-  };
-  const int warmup = chunks == 1 ? std::min(stages - stage - 1, total)
-                                 : std::min((stages - stage - 1) * 2 + (chunks - 1) * stages, total);
-  for (int i = 0; i < warmup; ++i) order.push_back(pass('F', i));
-  for (int i = 0; i < total - warmup; ++i) {
-    order.push_back(pass('F', warmup + i));
-    order.push_back(pass('B', i));
-  }
-  for (int i = total - warmup; i < total; ++i) order.push_back(pass('B', i));
-  return order;
 }
 
 }  // namespace memtwin

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "models/plan/pipeline_schedule.h"
 #include "models/plan/plan.h"
 #include "models/scenario.h"
 
@@ -46,18 +47,5 @@ class StageProgramBuilder {
   std::shared_ptr<Impl> impl_;
   Bytes persistent_;
 };
-
-/// One pass of a stage's schedule: forward or backward of a micro-batch through one model chunk.
-struct Pass {
-  char kind = 'F';  ///< 'F' or 'B'
-  int microbatch = 0;
-  int chunk = 0;
-};
-
-/// The order of passes of a stage: GPipe runs every forward first; 1F1B runs
-/// (stages - stage - 1) warm-up forwards, then alternates, then drains; the interleaved schedule
-/// (Megatron-LM) runs (stages - stage - 1) x 2 + (chunks - 1) x stages warm-up forwards over
-/// groups of `stages` micro-batches per chunk, then alternates, then drains.
-std::vector<Pass> pipeline_schedule(PipelineSchedule kind, int stage, int stages, int microbatches, int chunks = 1);
 
 }  // namespace memtwin

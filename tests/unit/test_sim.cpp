@@ -170,6 +170,18 @@ TEST_CASE("backends refuse what they cannot run, with exit code 2", "[unit]") {
   CHECK_THAT(r.err, Catch::Contains("expert parallelism") && Catch::Contains("--backend analytic"));
 }
 
+// Fast fidelity simulates `fast_ranks` of `ranks` and predicts the full cluster's step, memory
+// peak and traffic.
+void fast_matches_full(const std::string& file, int ranks, int fast_ranks) {
+  auto full = sim_run(file);
+  auto fast = sim_run(file, {"simulation.fidelity=fast"});
+  CHECK(full["simulated"]["simulated_ranks"] == ranks);
+  CHECK(fast["simulated"]["simulated_ranks"] == fast_ranks);
+  CHECK(fast["time"]["step_s"].get<double>() == Approx(full["time"]["step_s"].get<double>()).epsilon(1e-6));
+  CHECK(fast["memory"]["gpu"]["peak_bytes"] == full["memory"]["gpu"]["peak_bytes"]);
+  CHECK(fast["communication"]["bytes_per_gpu"]["total"] == full["communication"]["bytes_per_gpu"]["total"]);
+}
+
 TEST_CASE("fast fidelity simulates two nodes and predicts the full cluster's step", "[unit]") {
   const std::string file = write_scenario("fast", R"(
 name: sim-fast
@@ -177,12 +189,7 @@ cluster: {nodes: 6, gpus_per_node: 4, gpu: h100-sxm}
 model: llama-2-7b
 training: {micro_batch: 1, seq_len: 2048, global_batch: 48, sharding: {strategy: fsdp, mode: full_shard}}
 )");
-  auto full = sim_run(file);
-  auto fast = sim_run(file, {"simulation.fidelity=fast"});
-  CHECK(full["simulated"]["simulated_ranks"] == 24);
-  CHECK(fast["simulated"]["simulated_ranks"] == 8);
-  CHECK(fast["time"]["step_s"].get<double>() == Approx(full["time"]["step_s"].get<double>()).epsilon(1e-6));
-  CHECK(fast["memory"]["gpu"]["peak_bytes"] == full["memory"]["gpu"]["peak_bytes"]);
+  fast_matches_full(file, 24, 8);
 }
 
 TEST_CASE("fast fidelity keeps two nodes of each pipeline stage and predicts the full cluster's step", "[unit]") {
@@ -193,13 +200,7 @@ cluster: {nodes: 6, gpus_per_node: 4, gpu: h100-sxm}
 model: llama-2-7b
 training: {micro_batch: 1, seq_len: 2048, global_batch: 24, parallelism: {tensor: 4, pipeline: 2}}
 )");
-  auto full = sim_run(file);
-  auto fast = sim_run(file, {"simulation.fidelity=fast"});
-  CHECK(full["simulated"]["simulated_ranks"] == 24);
-  CHECK(fast["simulated"]["simulated_ranks"] == 16);
-  CHECK(fast["time"]["step_s"].get<double>() == Approx(full["time"]["step_s"].get<double>()).epsilon(1e-6));
-  CHECK(fast["memory"]["gpu"]["peak_bytes"] == full["memory"]["gpu"]["peak_bytes"]);
-  CHECK(fast["communication"]["bytes_per_gpu"]["total"] == full["communication"]["bytes_per_gpu"]["total"]);
+  fast_matches_full(file, 24, 16);
 }
 
 TEST_CASE("ZeRO-3 at a fixed global batch: more GPUs, lower per-GPU throughput", "[unit]") {
