@@ -68,6 +68,7 @@ void HostKernels::gemm(const GemmShape& g) {
         const auto nn = static_cast<int>(std::min(nt, g.n - n0));
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mm, nn, static_cast<int>(g.k), 1.0f, a,
                     static_cast<int>(g.k), b, nn, 0.0f, c, nn);
+        gemm_flops_done_ += 2.0 * mm * nn * static_cast<double>(g.k);
       }
     }
   }

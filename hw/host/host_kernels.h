@@ -34,6 +34,8 @@ class HostKernels final : public DeviceKernels {
   /// The first output element of the last GEMM: with the workspace's constant operands it is
   /// k x 0.01 x 0.01, which the calibration checks.
   [[nodiscard]] float last_gemm_output() const { return last_output_ ? *last_output_ : 0.0f; }
+  /// FLOPs the GEMMs have performed so far (2 m n k per product, every tile and repeat).
+  [[nodiscard]] double gemm_flops_done() const { return gemm_flops_done_; }
 
   /// Bytes the workspace holds (resident from construction).
   [[nodiscard]] std::int64_t workspace_bytes() const;
@@ -42,6 +44,7 @@ class HostKernels final : public DeviceKernels {
   std::vector<float> operands_;  ///< A, B, C of a GEMM tile
   std::vector<char> from_, to_;  ///< streaming buffers
   const float* last_output_ = nullptr;
+  double gemm_flops_done_ = 0;
 };
 
 /// One core per rank, as one GPU per rank: single-threaded BLAS and OpenMP.
