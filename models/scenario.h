@@ -60,6 +60,9 @@ struct RuntimeOverheads {
   Bytes framework_overhead;  ///< framework's own allocations
   Bytes cuda_graph_pool;     ///< serving: captured CUDA graphs
   double allocator_waste = 0.1;  ///< reserved / allocated - 1 on transient tensors
+  /// Serving without CUDA graphs: host time per transformer layer and iteration that the GPU waits
+  /// for (Python dispatch and the launches of kernels shorter than their launch).
+  Seconds eager_layer_overhead{50e-6};
 };
 
 /// Achieved fractions of peak, per op class: the roofline's calibration (a table from

@@ -115,6 +115,11 @@ void declare_cluster(Table& t) {
   t.add("cluster.runtime.allocator_waste", K::number, "0.1",
         "caching-allocator waste on transient tensors: reserved / allocated - 1 (PyTorch: 0.05-0.15)")
       .at_least(0).at_most(1);
+  t.add("cluster.runtime.eager_layer_overhead", K::duration, "50us",
+        "serving with inference.serving.cuda_graphs: false: host time per transformer layer and iteration the GPU "
+        "waits for (Python dispatch, kernel launches); fitted to TinyChat's fp16 decode: ~108us on an A100 server, "
+        "~25us on an RTX 4090 desktop")
+      .at_least(0);
   t.add("cluster.efficiency.gemm", K::number, "0.81",
         "achieved fraction of peak FLOP/s on large GEMMs (measured: cuBLAS bf16 on an H200)").above(0).at_most(1);
   t.add("cluster.efficiency.attention", K::number, "0.6",

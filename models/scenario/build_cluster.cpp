@@ -93,6 +93,7 @@ Cluster build_cluster(const ParamValues& v) {
   c.runtime.framework_overhead = v.bytes("cluster.runtime.framework_overhead");
   c.runtime.cuda_graph_pool = v.bytes("cluster.runtime.cuda_graph_pool");
   c.runtime.allocator_waste = v.number("cluster.runtime.allocator_waste");
+  c.runtime.eager_layer_overhead = v.duration("cluster.runtime.eager_layer_overhead");
   c.efficiency.gemm = v.number("cluster.efficiency.gemm");
   c.efficiency.attention = v.number("cluster.efficiency.attention");
   c.efficiency.memory = v.number("cluster.efficiency.memory");

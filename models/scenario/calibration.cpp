@@ -66,6 +66,8 @@ void apply_calibration(const std::string& path, const ParamValues& scenario, Clu
       {"runtime.framework_overhead", {"cluster.runtime.framework_overhead", bytes(c.runtime.framework_overhead)}},
       {"runtime.cuda_graph_pool", {"cluster.runtime.cuda_graph_pool", bytes(c.runtime.cuda_graph_pool)}},
       {"runtime.allocator_waste", {"cluster.runtime.allocator_waste", positive(c.runtime.allocator_waste)}},
+      {"runtime.eager_layer_overhead",
+       {"cluster.runtime.eager_layer_overhead", measured(parse_duration, c.runtime.eager_layer_overhead)}},
       {"host.pcie_bandwidth", {"cluster.host.pcie_bandwidth", bandwidth(c.host.pcie_bandwidth)}},
       {"host.cpu_adam_params_per_s", {"cluster.host.cpu_adam_params_per_s", positive(c.host.cpu_adam_params_per_s)}},
       // Measured device figures (the host device has no datasheet): they replace the catalog's.

@@ -44,14 +44,21 @@ IterationModel::IterationModel(const Scenario& s) : s_(s) {
   fp32_flops_ = flops.count(Precision::fp32) ? flops.at(Precision::fp32).value() : peak_flops_ / 8;
   hbm_ = s.cluster.gpu.hbm_bandwidth.value();
   tp_ = inf.serving.tensor_parallel;
-  // Our CUDA kernels spend about five instructions per quantised element before the dot product
-  // (shift, mask, exact int-to-float, FMA): the reason int4 decode is ALU-bound (README).
+  // Dequantising kernels spend about five CUDA-core instructions per quantised element before the
+  // dot product (shift, mask, int-to-float, the scale and zero point's FMA): the reason int4 decode
+  // is ALU-bound on GPUs with few fp32 units for their bandwidth (README).
+  constexpr double kDequantOpsPerElement = 5.0;
   dequant_ops_per_element_ = inf.kv_cache.compression.method == KvCompression::kivi ||
                                      inf.kv_cache.compression.method == KvCompression::int8 ||
                                      inf.kv_cache.compression.method == KvCompression::int4 ||
                                      inf.kv_cache.compression.method == KvCompression::int2
-                                 ? 5.0
+                                 ? kDequantOpsPerElement
                                  : 0.0;
+  // Weight-only int4 (W4A16) GEMMs dequantise every weight on the CUDA cores once per iteration
+  // (the batch's rows share a dequantised tile); fp8 and int8 run on tensor cores of their own.
+  weight_dequant_ops_ = inf.weight_dtype == WeightDtype::awq_int4 ? kDequantOpsPerElement * body_params_ / inf.serving.tensor_parallel : 0.0;
+  // An eager engine (no CUDA graphs) makes the GPU wait for the host's dispatch of every layer.
+  eager_seconds_ = inf.serving.cuda_graphs ? 0.0 : s.model.layers * s.cluster.runtime.eager_layer_overhead.value();
   KvShape whole{s.model.layers, s.model.kv_heads, s.model.head_dim, s.inference->kv_cache.dtype == KvDtype::fp8 ? 1.0 : 2.0};
   token_bytes_full_ = whole.token_bytes();
   kv_elements_per_token_ = 2.0 * s.model.layers * s.model.kv_heads * s.model.head_dim;
@@ -80,7 +87,8 @@ double IterationModel::compute_seconds(const IterationLoad& load) const {
   // prunes the hidden states to the sampled positions before the head).
   const double sampled = load.decode_sequences + load.prefills_completing;
   const double gemm_flops = 2 * (body_params_ * tokens + head_params_ * sampled) / tp_;
-  const double gemms = std::max(gemm_flops / (peak_flops_ * eff.gemm_at(tokens)), weight_bytes_ / (hbm_ * eff.gemm_memory));
+  const double gemms = std::max({gemm_flops / (peak_flops_ * eff.gemm_at(tokens)), weight_bytes_ / (hbm_ * eff.gemm_memory),
+                                 weight_dequant_ops_ / (fp32_flops_ * eff.gemm)});
 
   const double kv_elements = load.decode_context * kv_elements_per_token_ / tp_;
   double decode_attention = 0;
@@ -115,7 +123,7 @@ double IterationModel::compute_seconds(const IterationLoad& load) const {
 
   const double elementwise = elementwise_bytes_per_token_ * tokens / tp_ / (hbm_ * eff.memory);
 
-  return gemms + decode_attention + prefill_attention + kv_write + elementwise;
+  return gemms + decode_attention + prefill_attention + kv_write + elementwise + eager_seconds_;
 }
 
 int IterationModel::tp_all_reduces() const { return tp_ > 1 ? 2 * s_.model.layers : 0; }

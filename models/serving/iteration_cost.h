@@ -7,6 +7,8 @@
 // memory-bound kernels (norms, residual adds, rotary, the activation) move their bytes per token;
 // every new token's K and V are written to the paged cache (at `cluster.kernels.kv_write` where
 // measured).
+// Weight-only int4 GEMMs also dequantise every weight on the CUDA cores. An engine without CUDA
+// graphs adds the host's dispatch per layer (cluster.runtime.eager_layer_overhead).
 // Tensor parallelism splits the work and adds two all-reduces per layer. Efficiencies are the
 // cluster's (cluster.efficiency).
 #include <map>
@@ -54,7 +56,9 @@ class IterationModel {
   double attention_width_ = 0;    // layers x heads x head_dim (whole model)
   double peak_flops_ = 0, fp32_flops_ = 0, hbm_ = 0;
   double tp_ = 1;
-  double dequant_ops_per_element_ = 0;
+  double dequant_ops_per_element_ = 0;  // KV
+  double weight_dequant_ops_ = 0;       // per GPU and iteration (W4A16)
+  double eager_seconds_ = 0;            // host dispatch the GPU waits for, per iteration
   std::unique_ptr<KvCompressor> compressor_;
   double token_bytes_full_ = 0;   // uncompressed KV bytes per token, whole replica
   double kv_elements_per_token_ = 0;  // K and V elements per token, whole replica
