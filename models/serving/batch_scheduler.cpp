@@ -114,7 +114,11 @@ std::optional<ScheduledIteration> BatchScheduler::schedule() {
       grow(q, target);
       it.load.prefill_attention += chunk * (q.prefilled + chunk / 2.0);
       it.load.prefill_tokens += chunk;
-      if (q.prefilled + chunk >= q.prompt) ++it.load.prefills_completing;
+      if (q.prefilled + chunk >= q.prompt) {
+        ++it.load.prefills_completing;
+        it.load.completed_prompt_tokens += q.prompt;
+        it.load.completed_prompt_kept_bytes += kv_.sequence_bytes(q.prompt, 0);
+      }
       budget -= chunk;
       it.prefilling.push_back(&q);
       it.chunks.push_back(chunk);

@@ -57,10 +57,24 @@ IterationModel::IterationModel(const Scenario& s) : s_(s) {
   // Weight-only int4 (W4A16) GEMMs dequantise every weight on the CUDA cores once per iteration
   // (the batch's rows share a dequantised tile); fp8 and int8 run on tensor cores of their own.
   weight_dequant_ops_ = inf.weight_dtype == WeightDtype::awq_int4 ? kDequantOpsPerElement * body_params_ / inf.serving.tensor_parallel : 0.0;
+  const CompressionSpec& c = inf.kv_cache.compression;
+  selects_after_prefill_ = c.method == KvCompression::snapkv || c.method == KvCompression::pyramidkv ||
+                           c.method == KvCompression::entropy;
+  selection_window_ = c.window > 0 ? c.window : 32;
+  if (c.method == KvCompression::h2o) {
+    // Each decode step writes every query head's attention probabilities (fp32), reads them back
+    // into the per-KV-head accumulated scores (read and write) and scans the scores for the token
+    // to evict; the scores' first read is in the cache bytes already.
+    h2o_upkeep_bytes_per_token_ = 4.0 * s.model.layers * (2.0 * s.model.heads + 3.0 * s.model.kv_heads);
+    // The prompt's heavy hitters are its attention's column sums: QK^T once more (flash attention
+    // does not return probabilities), half of the prefill attention's FLOPs.
+    h2o_prefill_score_factor_ = 0.5;
+  }
   // An eager engine (no CUDA graphs) makes the GPU wait for the host's dispatch of every layer.
   eager_seconds_ = inf.serving.cuda_graphs ? 0.0 : s.model.layers * s.cluster.runtime.eager_layer_overhead.value();
   KvShape whole{s.model.layers, s.model.kv_heads, s.model.head_dim, s.inference->kv_cache.dtype == KvDtype::fp8 ? 1.0 : 2.0};
   token_bytes_full_ = whole.token_bytes();
+  compressor_ = make_kv_compressor(inf.kv_cache.compression, whole);
   kv_elements_per_token_ = 2.0 * s.model.layers * s.model.kv_heads * s.model.head_dim;
   elementwise_bytes_per_token_ = (inf.weight_dtype == WeightDtype::fp32 ? 4.0 : 2.0) * s.model.layers *
                                  block_elementwise_elements_per_token(s.model, 1, false);
@@ -113,17 +127,25 @@ double IterationModel::compute_seconds(const IterationLoad& load) const {
                         dequant_ops_per_element_ * kv_elements / (fp32_flops_ * eff.gemm);
     decode_attention = std::max(math, load.kv_bytes_read / tp_ / (hbm_ * eff.memory));
   }
-  const double prefill_math = (4 * attention_width_ * load.prefill_attention +
-                               2 * attention_width_ * load.selection_prompt_tokens * 32) /  // SnapKV-style scoring of a 32-token window
-                              tp_ / (peak_flops_ * eff.attention);
+  const double prefill_math =
+      (1 + h2o_prefill_score_factor_) * 4 * attention_width_ * load.prefill_attention / tp_ / (peak_flops_ * eff.attention);
   const double prefill_attention = std::max(prefill_math, load.prefill_tokens * token_bytes_full_ / tp_ / (hbm_ * eff.memory));
+  double selection = 0;
+  if (selects_after_prefill_ && load.completed_prompt_tokens > 0) {
+    // The window's queries against every prompt key (QK^T), then the kept K and V compacted: the
+    // keys read once, the kept bytes read and written.
+    const double flops = 2 * attention_width_ * selection_window_ * load.completed_prompt_tokens;
+    const double bytes = load.completed_prompt_tokens * token_bytes_full_ / 2 + 2 * load.completed_prompt_kept_bytes;
+    selection = std::max(flops / (peak_flops_ * eff.attention), bytes / (hbm_ * eff.memory)) / tp_;
+  }
+  const double h2o_upkeep = h2o_upkeep_bytes_per_token_ * load.decode_context / tp_ / (hbm_ * eff.memory);
   // A measured cache-write kernel (quantising and scattering every new token's K and V) adds its
   // time; without one the written bytes are in prefill attention's memory term above.
   const double kv_write = kv_write_elements_per_s_ > 0 ? tokens * kv_elements_per_token_ / tp_ / kv_write_elements_per_s_ : 0.0;
 
   const double elementwise = elementwise_bytes_per_token_ * tokens / tp_ / (hbm_ * eff.memory);
 
-  return gemms + decode_attention + prefill_attention + kv_write + elementwise + eager_seconds_;
+  return gemms + decode_attention + h2o_upkeep + prefill_attention + selection + kv_write + elementwise + eager_seconds_;
 }
 
 int IterationModel::tp_all_reduces() const { return tp_ > 1 ? 2 * s_.model.layers : 0; }
@@ -148,14 +170,16 @@ double IterationModel::prefill_alone(int prompt_tokens) const {
   load.prefill_tokens = prompt_tokens;
   load.prefills_completing = 1;
   load.prefill_attention = prompt_tokens * (prompt_tokens / 2.0);
+  load.completed_prompt_tokens = prompt_tokens;
+  load.completed_prompt_kept_bytes = compressor_->sequence_bytes(prompt_tokens, 0);
   return seconds(load);
 }
 
 double IterationModel::decode_alone(int context) const {
   IterationLoad load;
   load.decode_sequences = 1;
-  load.decode_context = context;
-  load.kv_bytes_read = context * token_bytes_full_;
+  load.decode_context = static_cast<double>(compressor_->kept_tokens(context, 0));
+  load.kv_bytes_read = compressor_->sequence_bytes(context, 0);
   return seconds(load);
 }
 

@@ -7,7 +7,10 @@
 // memory-bound kernels (norms, residual adds, rotary, the activation) move their bytes per token;
 // every new token's K and V are written to the paged cache (at `cluster.kernels.kv_write` where
 // measured).
-// Weight-only int4 GEMMs also dequantise every weight on the CUDA cores. An engine without CUDA
+// Compression costs its upkeep: SnapKV-style selection once per prompt (scoring an observation
+// window against the prompt's keys, then compacting what is kept), H2O's attention-score
+// bookkeeping on every decode step and its scoring of the prompt. Weight-only int4 GEMMs also
+// dequantise every weight on the CUDA cores. An engine without CUDA
 // graphs adds the host's dispatch per layer (cluster.runtime.eager_layer_overhead).
 // Tensor parallelism splits the work and adds two all-reduces per layer. Efficiencies are the
 // cluster's (cluster.efficiency).
@@ -27,8 +30,8 @@ struct IterationLoad {
   int prefills_completing = 0;     ///< prefill chunks that end their prompt (each samples its first token)
   double decode_context = 0;       ///< sum of their cached tokens (kept tokens for eviction methods)
   double kv_bytes_read = 0;        ///< compressed KV bytes the decode attention reads, whole replica
-  int selections = 0;              ///< prompts finishing prefill under SnapKV/PyramidKV/entropy (one-off scoring)
-  double selection_prompt_tokens = 0;
+  double completed_prompt_tokens = 0;      ///< the prompts whose prefill ends this iteration: their lengths
+  double completed_prompt_kept_bytes = 0;  ///< and the compressed bytes they keep (what a selection writes)
 };
 
 class IterationModel {
@@ -43,8 +46,9 @@ class IterationModel {
   /// Tensor parallelism's ring all-reduces of the hidden states: two per layer, each this many bytes.
   [[nodiscard]] int tp_all_reduces() const;
   [[nodiscard]] double tp_all_reduce_bytes(const IterationLoad& load) const;
-  /// Seconds for the prefill of one prompt alone, and for one decode step of one sequence with
-  /// `context` cached tokens (the idle-system TTFT and TPOT).
+  /// Seconds for the prefill of one prompt alone (with a selecting method's selection), and for
+  /// one decode step of one sequence whose `context` tokens are prompt (the idle-system TTFT and
+  /// TPOT), at the scenario's KV compression.
   [[nodiscard]] double prefill_alone(int prompt_tokens) const;
   [[nodiscard]] double decode_alone(int context) const;
 
@@ -59,6 +63,12 @@ class IterationModel {
   double dequant_ops_per_element_ = 0;  // KV
   double weight_dequant_ops_ = 0;       // per GPU and iteration (W4A16)
   double eager_seconds_ = 0;            // host dispatch the GPU waits for, per iteration
+  // Compression upkeep: the one-off selection after prefill (SnapKV, PyramidKV, entropy budgets)
+  // and H2O's attention-score bookkeeping, whole replica.
+  bool selects_after_prefill_ = false;
+  double selection_window_ = 0;             // observation-window queries scored against the prompt
+  double h2o_upkeep_bytes_per_token_ = 0;   // per kept token and decode step
+  double h2o_prefill_score_factor_ = 0;     // extra prefill-attention FLOPs for the prompt's scores
   std::unique_ptr<KvCompressor> compressor_;
   double token_bytes_full_ = 0;   // uncompressed KV bytes per token, whole replica
   double kv_elements_per_token_ = 0;  // K and V elements per token, whole replica

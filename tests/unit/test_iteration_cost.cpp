@@ -1,0 +1,94 @@
+// The serving iteration model's terms that depend on the engine and on compression: an eager
+// engine's host dispatch, W4A16 weight dequantisation, SnapKV-style selection after prefill and
+// H2O's score upkeep - each against its closed form, and the simulator using them.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+
+#include "models/scenario_loader.h"
+#include "models/serving/iteration_cost.h"
+#include "tests/unit/serving_helpers.h"
+
+using namespace memtwin;
+using test::kFp16;
+using test::serve;
+using test::source_path;
+
+namespace {
+
+Scenario scenario(const std::vector<std::string>& sets) { return load_scenario_file(source_path(kFp16), sets).scenario; }
+
+// Llama-3-8B's attention: 32 layers, 32 query heads, 8 KV heads of 128 (models.yaml).
+constexpr double kLayers = 32, kHeads = 32, kKvHeads = 8, kHeadDim = 128;
+constexpr double kH100Bandwidth = 3.35e12, kMemoryEfficiency = 0.89, kAttentionEfficiency = 0.6, kBf16 = 989e12;
+
+}  // namespace
+
+TEST_CASE("an eager engine makes every layer wait for the host, CUDA graphs hide it", "[unit]") {
+  const Scenario graphs = scenario({});
+  const Scenario eager = scenario({"inference.serving.cuda_graphs=false", "cluster.runtime.eager_layer_overhead=100us"});
+  const IterationModel with(graphs), without(eager);
+  CHECK(without.decode_alone(1000) - with.decode_alone(1000) == Approx(kLayers * 100e-6).epsilon(1e-9));
+  CHECK(without.prefill_alone(1000) - with.prefill_alone(1000) == Approx(kLayers * 100e-6).epsilon(1e-9));
+}
+
+TEST_CASE("W4A16 decode is ALU-bound where the GPU has few fp32 units for its bandwidth", "[unit]") {
+  // Batch-1 decode of Llama-2-7B in AWQ int4: doubling the A100's fp32 rate shortens it (the
+  // dequantisation is the bound, by a few percent over the weights' bytes); on an RTX 4090 (4x the fp32 rate for half the bandwidth) it
+  // changes nothing (the weights' bytes are).
+  for (const auto& [gpu, alu_bound] : {std::pair{"a100-80gb", true}, {"rtx-4090", false}}) {
+    Scenario s = scenario({"model=llama-2-7b", "inference.serving.max_model_len=4096", std::string("cluster.gpu=") + gpu, "inference.weights.dtype=awq_int4"});
+    const double base = IterationModel(s).decode_alone(16);
+    s.cluster.gpu.flops[Precision::fp32] = FlopsPerSec(2 * s.cluster.gpu.flops.at(Precision::fp32).value());
+    const double faster_alus = IterationModel(s).decode_alone(16);
+    INFO(gpu << ": " << base * 1e3 << " ms, " << faster_alus * 1e3 << " ms with twice the fp32 rate");
+    if (alu_bound) CHECK(faster_alus < 0.99 * base);
+    else CHECK(faster_alus == Approx(base).epsilon(1e-12));
+    // The fp16 weights never dequantise.
+    Scenario fp16 = scenario({"model=llama-2-7b", "inference.serving.max_model_len=4096", std::string("cluster.gpu=") + gpu});
+    const double fp16_base = IterationModel(fp16).decode_alone(16);
+    fp16.cluster.gpu.flops[Precision::fp32] = FlopsPerSec(2 * fp16.cluster.gpu.flops.at(Precision::fp32).value());
+    CHECK(IterationModel(fp16).decode_alone(16) == Approx(fp16_base).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("SnapKV's selection after prefill: the window scored against the prompt, the kept KV compacted", "[unit]") {
+  const int prompt = 6000, budget = 1024, window = 32;
+  const Scenario snap = scenario({"inference.kv_cache.compression={method: snapkv, budget: 1024}"});
+  const double extra = IterationModel(snap).prefill_alone(prompt) - IterationModel(scenario({})).prefill_alone(prompt);
+  const double flops = 2 * kLayers * kHeads * kHeadDim * window * prompt;
+  const double token_bytes = 2 * kLayers * kKvHeads * kHeadDim * 2;  // K and V, fp16
+  const double bytes = prompt * token_bytes / 2 + 2 * budget * token_bytes;
+  const double expected = std::max(flops / (kBf16 * kAttentionEfficiency), bytes / (kH100Bandwidth * kMemoryEfficiency));
+  CHECK(extra == Approx(expected).epsilon(1e-6));
+  // The simulator charges it: an idle system's TTFT is prefill_alone, selection included.
+  const std::vector<std::string> sets = {"inference.kv_cache.compression={method: snapkv, budget: 1024}",
+                                         "inference.workload.rate=0.05/s", "inference.workload.requests=3",
+                                         "inference.workload.prompt_tokens=6000", "inference.workload.output_tokens=8"};
+  const auto doc = serve(kFp16, sets);
+  CHECK(doc["latency_s"]["ttft"]["p50"].get<double>() == Approx(IterationModel(snap).prefill_alone(prompt)).epsilon(1e-6));
+}
+
+TEST_CASE("H2O pays for its scores: probabilities written and accumulated every decode step, the prompt scored once", "[unit]") {
+  const Scenario h2o = scenario({"inference.kv_cache.compression={method: h2o}"});
+  const IterationModel model(h2o);
+  // A decode step over 2,000 prompt tokens keeps 400 (10% heavy + 10% recent): the cache bytes
+  // (K, V and the fp32 score per KV head) plus the upkeep (probabilities per query head written
+  // and read, scores read-modified-written and scanned).
+  const double kept = 400;
+  IterationLoad load;
+  load.decode_sequences = 1;
+  load.decode_context = kept;
+  const double cache = kept * (2 * kLayers * kKvHeads * kHeadDim * 2 + 4 * kLayers * kKvHeads);
+  load.kv_bytes_read = cache;
+  const double without_kv = model.compute_seconds(IterationLoad{0, 0, 1, 0, 0, 0});
+  const double upkeep = kept * 4 * kLayers * (2 * kHeads + 3 * kKvHeads);
+  CHECK(model.compute_seconds(load) - without_kv ==
+        Approx((cache + upkeep) / (kH100Bandwidth * kMemoryEfficiency)).epsilon(1e-6));
+  CHECK(model.decode_alone(2000) == Approx(model.compute_seconds(load)).epsilon(1e-9));
+  // Prefill computes QK^T once more for the heavy hitters: 1.5x the attention FLOPs.
+  const IterationModel plain(scenario({}));
+  IterationLoad prefill{8000, 8000 * 4000.0, 0, 1};
+  const double attention = 4 * kLayers * kHeads * kHeadDim * prefill.prefill_attention / (kBf16 * kAttentionEfficiency);
+  CHECK(model.compute_seconds(prefill) - plain.compute_seconds(prefill) == Approx(0.5 * attention).epsilon(1e-6));
+}
