@@ -12,8 +12,10 @@
 
 namespace memtwin::kernels {
 
-/// Quantises one vector x[head_dim] into f.vector_bytes() bytes at `out` (fp16: converts).
-void quantize_vector(const float* x, const KvFormat& f, std::uint8_t* out);
+/// Quantises one vector x[head_dim] of finite values into f.vector_bytes() bytes at `out` (fp16,
+/// fp8: converts). On x86-64 CPUs with AVX2 a vectorised kernel writes the same bytes for the
+/// integer formats; `allow_simd = false` forces the portable one (a test holds them equal).
+void quantize_vector(const float* x, const KvFormat& f, std::uint8_t* out, bool allow_simd = true);
 /// The inverse: f.vector_bytes() bytes at `in` into out[head_dim].
 void dequantize_vector(const std::uint8_t* in, const KvFormat& f, float* out);
 

@@ -126,18 +126,24 @@ void bench_cpu(bool quick) {
       }
     }
   }
-  // Quantise throughput: bytes of fp32 input read plus quantised bytes written.
-  for (KvElement e : {KvElement::int8, KvElement::int4, KvElement::int2}) {
+  // Quantise throughput: a prefill's K written into a paged cache (write_paged: quantise and
+  // scatter, both cores), bytes of fp32 input read plus quantised bytes written.
+  for (KvElement e : {KvElement::fp8, KvElement::int8, KvElement::int4, KvElement::int2}) {
     KvFormat f;
     f.element = e;
-    const std::size_t vectors = 1 << 16;
-    std::vector<float> x(vectors * kHeadDim, 0.5f);
-    std::vector<std::uint8_t> out(vectors * f.vector_bytes());
-    const double t = seconds_per_run([&] {
-      for (std::size_t i = 0; i < vectors; ++i) quantize_vector(&x[i * kHeadDim], f, &out[i * f.vector_bytes()]);
-    }, 1, 3);
-    const double bytes = vectors * (kHeadDim * 4.0 + f.vector_bytes());
-    std::printf("cpu quantise %s: %.2f GB/s (%.0f%% of copy)\n", name_of(e), bytes / t / 1e9, 100 * bytes / t / copy);
+    const int tokens = 8192;
+    PagedShape shape{tokens / 16, 16, kKvHeads, f};
+    std::vector<float> x(static_cast<std::size_t>(tokens) * kKvHeads * kHeadDim);  // KV-like values, not a constant
+    std::mt19937 rng(3);
+    std::normal_distribution<float> normal(0.f, 1.f);
+    for (auto& v : x) v = normal(rng);
+    std::vector<std::int64_t> slots(tokens);
+    for (int t = 0; t < tokens; ++t) slots[t] = t;
+    std::vector<std::uint8_t> cache(shape.bytes());
+    const double t = seconds_per_run([&] { write_paged(x.data(), slots.data(), tokens, shape, cache.data()); }, 1, 3);
+    const double bytes = static_cast<double>(tokens) * kKvHeads * (kHeadDim * 4.0 + static_cast<double>(f.vector_bytes()));
+    std::printf("cpu quantise %s (write_paged, %d tokens x %d heads): %.2f GB/s (%.0f%% of copy)\n", name_of(e), tokens,
+                kKvHeads, bytes / t / 1e9, 100 * bytes / t / copy);
   }
 }
 
@@ -191,8 +197,10 @@ void bench_cuda(bool quick) {
   for (int context : quick ? std::vector<int>{1024, 32768} : std::vector<int>{1024, 4096, 16384, 32768, 65536, 131072}) {
     for (int batch : {1, 8, 64}) {
       double fp16_ms = 0;
-      for (KvElement e : {KvElement::fp16, KvElement::int8, KvElement::int4, KvElement::int2}) {
-        const double bytes = 2.0 * context * batch * kKvHeads * (e == KvElement::fp16 ? 256 : e == KvElement::int8 ? 144 : e == KvElement::int4 ? 80 : 48);
+      for (KvElement e : {KvElement::fp16, KvElement::fp8, KvElement::int8, KvElement::int4, KvElement::int2}) {
+        KvFormat f;
+        f.element = e;
+        const double bytes = 2.0 * context * batch * kKvHeads * static_cast<double>(f.vector_bytes());
         if (bytes > 16e9) continue;  // host-side filling dominates past this
         Workload w = make_workload(e, context, batch);
         DecodeAttentionArgs a = w.args();

@@ -2,11 +2,18 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/cpu/decode_attention_simd.h"
+#include "kernels/cpu/quantize_simd.h"
 #include "kernels/kv_kernels.h"
 
 namespace memtwin::kernels {
 
-void quantize_vector(const float* x, const KvFormat& f, std::uint8_t* out) {
+void quantize_vector(const float* x, const KvFormat& f, std::uint8_t* out, bool allow_simd) {
+  static const bool simd_available = simd::avx2_supported();
+  if (allow_simd && simd_available) {
+    if (f.quantized() && simd::quantize_groups_avx2(x, f, out)) return;
+    if (f.element == KvElement::fp8 && simd::quantize_fp8_avx2(x, f, out)) return;
+  }
   if (f.element == KvElement::fp8) {
     for (int i = 0; i < f.head_dim; ++i) out[i] = float_to_e4m3(x[i] / f.fp8_scale);
     return;
@@ -78,12 +85,19 @@ void dequantize_vector(const std::uint8_t* in, const KvFormat& f, float* out) {
 void write_paged(const float* values, const std::int64_t* slot_mapping, int tokens, const PagedShape& shape,
                  std::uint8_t* cache) {
   shape.format.validate();
+  for (int t = 0; t < tokens; ++t) {  // checked before the parallel loop: no throwing inside it
+    if (slot_mapping[t] >= static_cast<std::int64_t>(shape.num_blocks) * shape.block_size) {
+      throw std::invalid_argument("slot_mapping points past the cache's blocks");
+    }
+  }
+  // A prefill's tokens on both cores; a decode step's few are not worth waking the threads for.
+  const bool parallel = static_cast<long>(tokens) * shape.kv_heads >= 2048;
+#pragma omp parallel for schedule(static) if (parallel)
   for (int t = 0; t < tokens; ++t) {
     const std::int64_t slot = slot_mapping[t];
     if (slot < 0) continue;
     const int block = static_cast<int>(slot / shape.block_size);
     const int offset = static_cast<int>(slot % shape.block_size);
-    if (block >= shape.num_blocks) throw std::invalid_argument("slot_mapping points past the cache's blocks");
     for (int h = 0; h < shape.kv_heads; ++h) {
       quantize_vector(values + (static_cast<std::size_t>(t) * shape.kv_heads + h) * shape.format.head_dim, shape.format,
                       cache + shape.offset(block, offset, h));

@@ -1,4 +1,4 @@
-// Split-K paged decode attention over fp16 or group-quantised KV, dequantising on the fly.
+// Split-K paged decode attention over fp16, fp8 (e4m3) or group-quantised KV, dequantising on the fly.
 //
 // Kernel 1, grid (sequence, KV head, split), 128 threads: a warp scores several tokens at once,
 // each token's head_dim spread over LanesPerToken lanes that hold 8 dimensions each (one 16-byte
@@ -29,61 +29,30 @@ void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
 }
 
+// The BITS template argument of an fp8 (e4m3) cache: 8 bits per element like int8, but each
+// element on its own with one scale per cache.
+constexpr int kFp8 = 9;
+
 // Where this lane's eight dimensions live inside one cached vector (constant per lane).
 struct LaneSlice {
   int code_offset;   // bytes from the vector start to the lane's first code (fp16: to its first half)
   int param_offset;  // quantised: bytes to its group's (scale, zero) pair
+  float fp8_factor;  // fp8: what the e4m3 bits read as a half are multiplied by (2^8 x the cache's scale)
 };
 
 template <int BITS>
-__host__ __device__ inline LaneSlice lane_slice(int d0, int group) {
-  if (BITS == 16) return {d0 * 2, 0};
+__host__ __device__ inline LaneSlice lane_slice(int d0, int group, float fp8_scale) {
+  if (BITS == 16) return {d0 * 2, 0, 0.f};
+  if (BITS == kFp8) return {d0, 0, 256.f * fp8_scale};
   const int group_bytes = group * BITS / 8 + 4;
   const int g = d0 / group, within = d0 % group;
-  return {g * group_bytes + within * BITS / 8, g * group_bytes + group * BITS / 8};
+  return {g * group_bytes + within * BITS / 8, g * group_bytes + group * BITS / 8, 0.f};
 }
 
 // 2^23 + v as a float is exact for v < 2^23: OR-ing a code into the mantissa of 2^23 and
 // subtracting 2^23 converts it exactly with full-rate instructions instead of an integer-to-float
 // conversion.
 __device__ __forceinline__ float code_to_float(uint32_t code) { return __uint_as_float(0x4b000000u | code) - 8388608.f; }
-
-// Eight consecutive dimensions of one cached vector, dequantised.
-template <int BITS>
-__device__ __forceinline__ void load8(const std::uint8_t* vec, LaneSlice slice, float out[8]) {
-  if constexpr (BITS == 16) {
-    const uint4 raw = *reinterpret_cast<const uint4*>(vec + slice.code_offset);
-    const __half2* h = reinterpret_cast<const __half2*>(&raw);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float2 f = __half22float2(h[i]);
-      out[2 * i] = f.x;
-      out[2 * i + 1] = f.y;
-    }
-  } else {
-    const uint32_t params = *reinterpret_cast<const uint32_t*>(vec + slice.param_offset);
-    const float scale = __half2float(__ushort_as_half(static_cast<unsigned short>(params & 0xffff)));
-    const float zero = __half2float(__ushort_as_half(static_cast<unsigned short>(params >> 16)));
-    const std::uint8_t* codes = vec + slice.code_offset;
-    if constexpr (BITS == 4) {
-      const uint32_t c = *reinterpret_cast<const uint32_t*>(codes);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) out[i] = code_to_float((c >> (4 * i)) & 0xf) * scale + zero;
-    } else if constexpr (BITS == 8) {
-      const uint32_t lo = *reinterpret_cast<const uint32_t*>(codes);
-      const uint32_t hi = *reinterpret_cast<const uint32_t*>(codes + 4);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        out[i] = code_to_float((lo >> (8 * i)) & 0xff) * scale + zero;
-        out[4 + i] = code_to_float((hi >> (8 * i)) & 0xff) * scale + zero;
-      }
-    } else {  // 2 bits
-      const uint32_t c = *reinterpret_cast<const uint16_t*>(codes);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) out[i] = code_to_float((c >> (2 * i)) & 0x3) * scale + zero;
-    }
-  }
-}
 
 // One lane's eight dimensions as loaded: raw bits plus the group's constants, dequantised element
 // by element where they are consumed, so a tile of tokens in flight costs few registers.
@@ -100,6 +69,27 @@ struct RawSlice<16> {
   __device__ __forceinline__ float get(int i) const {
     const uint32_t word = i < 2 ? bits.x : i < 4 ? bits.y : i < 6 ? bits.z : bits.w;
     return __half2float(__ushort_as_half(static_cast<unsigned short>((i & 1) ? word >> 16 : word & 0xffff)));
+  }
+};
+
+template <>
+struct RawSlice<kFp8> {
+  // Eight e4m3 bytes. Moved into a half's bits (sign to the top, exponent and mantissa shifted
+  // by 7), an e4m3 value reads as itself x 2^-8, subnormals included; the factor undoes that and
+  // applies the cache's scale. The only code that differs is NaN (0x7f), which writes never store.
+  uint32_t lo = 0, hi = 0;
+  float factor = 0;
+  __device__ __forceinline__ void load(const std::uint8_t* vec, LaneSlice s) {
+    const uint2 raw = *reinterpret_cast<const uint2*>(vec + s.code_offset);
+    lo = raw.x;
+    hi = raw.y;
+    factor = s.fp8_factor;
+  }
+  __device__ __forceinline__ void clear() { lo = hi = 0; factor = 0; }
+  __device__ __forceinline__ float get(int i) const {
+    const uint32_t b = ((i < 4 ? lo : hi) >> (8 * (i & 3))) & 0xff;
+    const unsigned short h = static_cast<unsigned short>(((b & 0x80u) << 8) | ((b & 0x7fu) << 7));
+    return __half2float(__ushort_as_half(h)) * factor;
   }
 };
 
@@ -136,6 +126,7 @@ struct Geometry {
   int block_shift;  // block_size = 1 << block_shift (powers of two only: no division per token)
   std::size_t vector_bytes;
   float scale;
+  float fp8_scale;  // fp8 caches: the cache's scale (1 otherwise)
 };
 
 template <int HD, int BITS, int GROUP>
@@ -164,7 +155,7 @@ __global__ void __launch_bounds__(kThreads, 4) partial_kernel(
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int sub = lane / kLanesPerToken, part = lane % kLanesPerToken, d0 = part * kDimsPerLane;
   const int tg = warp * kTokensPerWarp + sub;
-  const LaneSlice slice = lane_slice<BITS>(d0, geo.group_size);
+  const LaneSlice slice = lane_slice<BITS>(d0, geo.group_size, geo.fp8_scale);
   const int block_mask = geo.block_size - 1;
 
   // This lane's slice of every query head of the group, pre-scaled.
@@ -340,7 +331,7 @@ void dispatch_bits(const DecodeAttentionArgs& a, float* acc, float* stats, const
     case KvElement::int8: launch_partial<HD, 8>(a, acc, stats, geo); break;
     case KvElement::int4: launch_partial<HD, 4>(a, acc, stats, geo); break;
     case KvElement::int2: launch_partial<HD, 2>(a, acc, stats, geo); break;
-    case KvElement::fp8: break;  // refused by the launcher
+    case KvElement::fp8: launch_partial<HD, kFp8>(a, acc, stats, geo); break;
   }
 }
 
@@ -362,9 +353,6 @@ std::size_t workspace_bytes(const DecodeAttentionArgs& a, int split_tokens) {
 
 void decode_attention(const DecodeAttentionArgs& a, void* workspace, int split_tokens) {
   validate(a);
-  if (a.shape.format.element == KvElement::fp8) {
-    throw std::invalid_argument("decode_attention (CUDA): fp8 caches are read by the CPU kernel only so far");
-  }
   if (a.shape.format.quantized() && a.shape.format.group % kDimsPerLane != 0) {
     throw std::invalid_argument("decode_attention (CUDA): the quantisation group must be a multiple of 8");
   }
@@ -378,7 +366,8 @@ void decode_attention(const DecodeAttentionArgs& a, void* workspace, int split_t
   int shift = 0;
   while ((1 << shift) < bs) ++shift;
   Geometry geo{a.shape.block_size, a.shape.kv_heads, a.shape.format.group, a.max_blocks_per_seq, a.q_heads,
-               splits_for(a, split_tokens), split_tokens, shift, a.shape.format.vector_bytes(), a.scale};
+               splits_for(a, split_tokens), split_tokens, shift, a.shape.format.vector_bytes(), a.scale,
+               a.shape.format.fp8_scale};
   const int hd = a.shape.format.head_dim;
   const std::size_t units = static_cast<std::size_t>(a.num_seqs) * a.shape.kv_heads * geo.splits * kMaxGroup;
   float* acc = static_cast<float*>(workspace);

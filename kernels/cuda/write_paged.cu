@@ -1,6 +1,7 @@
-// reshape_and_cache: quantise new K or V vectors and write them into a paged cache, one thread per
-// (token, head, group) — writes are one token per sequence per decode step, so simplicity wins here.
+// reshape_and_cache: quantise new K or V vectors (fp16, fp8 e4m3 with the cache's scale, or
+// group-quantised) and write them into a paged cache, one thread per (token, head, group) — writes are one token per sequence per decode step, so simplicity wins here.
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <stdexcept>
@@ -15,8 +16,9 @@ __global__ void write_kernel(const float* __restrict__ values,         // [token
                              const std::int64_t* __restrict__ slots,   // [tokens]
                              std::uint8_t* __restrict__ cache,         // [num_blocks, block_size, kv_heads, vector_bytes]
                              int tokens, int kv_heads, int head_dim, int block_size, int bits, int group,
-                             std::size_t vector_bytes) {
-  const int groups = bits == 16 ? head_dim : head_dim / group;  // fp16: one "group" per element
+                             std::size_t vector_bytes, float fp8_scale) {
+  const bool per_element = bits == 16 || fp8_scale > 0;  // fp16 and fp8: one "group" per element
+  const int groups = per_element ? head_dim : head_dim / group;
   const long index = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x;
   if (index >= static_cast<long>(tokens) * kv_heads * groups) return;
   const int g = index % groups;
@@ -30,6 +32,10 @@ __global__ void write_kernel(const float* __restrict__ values,         // [token
   const float* x = values + (static_cast<std::size_t>(t) * kv_heads + h) * head_dim;
   if (bits == 16) {
     reinterpret_cast<__half*>(vec)[g] = __float2half_rn(x[g]);
+    return;
+  }
+  if (fp8_scale > 0) {  // e4m3 of x / scale, round to nearest even, saturating at +-448 like the CPU kernel
+    vec[g] = static_cast<std::uint8_t>(__nv_cvt_float_to_fp8(__fdiv_rn(x[g], fp8_scale), __NV_SATFINITE, __NV_E4M3));
     return;
   }
   const float* xs = x + g * group;
@@ -63,16 +69,14 @@ __global__ void write_kernel(const float* __restrict__ values,         // [token
 void write_paged(const float* values, const std::int64_t* slot_mapping, int tokens, const PagedShape& shape,
                  std::uint8_t* cache) {
   shape.format.validate();
-  if (shape.format.element == KvElement::fp8) {
-    throw std::invalid_argument("write_paged (CUDA): fp8 caches are written by the CPU kernel only so far");
-  }
   if (tokens <= 0) return;
   const KvFormat& f = shape.format;
   const int groups = f.quantized() ? f.groups() : f.head_dim;
+  const float fp8_scale = f.element == KvElement::fp8 ? f.fp8_scale : 0.f;
   const long threads = static_cast<long>(tokens) * shape.kv_heads * groups;
   write_kernel<<<static_cast<unsigned>((threads + 255) / 256), 256>>>(values, slot_mapping, cache, tokens, shape.kv_heads,
                                                                        f.head_dim, shape.block_size, f.bits(), f.group,
-                                                                       f.vector_bytes());
+                                                                       f.vector_bytes(), fp8_scale);
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) throw std::runtime_error(std::string("write_paged kernel launch: ") + cudaGetErrorString(e));
 }

@@ -11,28 +11,15 @@
 
 #include "kernels/cuda/kv_cuda.h"
 #include "kernels/kv_kernels.h"
+#include "tests/gpu/gpu_check.h"
 
 using namespace memtwin::kernels;
+namespace gpu_test = memtwin::gpu_test;
 
 namespace {
 
-int failures = 0, checks = 0;
-
-void expect(bool ok, const std::string& what) {
-  ++checks;
-  if (!ok) {
-    ++failures;
-    std::printf("FAILED: %s\n", what.c_str());
-  }
-}
-
-template <class T>
-T* to_device(const std::vector<T>& host) {
-  T* d = nullptr;
-  if (cudaMalloc(&d, host.size() * sizeof(T)) != cudaSuccess) throw std::runtime_error("cudaMalloc failed");
-  cudaMemcpy(d, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice);
-  return d;
-}
+using gpu_test::expect;
+using gpu_test::to_device;
 
 void decode_matches_cpu(KvElement element, int head_dim) {
   const int seqs = 4, kv_heads = 2, q_heads = 8, block_size = 16, max_blocks = 80;
@@ -41,6 +28,7 @@ void decode_matches_cpu(KvElement element, int head_dim) {
   KvFormat f;
   f.element = element;
   f.head_dim = head_dim;
+  if (element == KvElement::fp8) f.fp8_scale = 0.05f;  // normal(0, 1) / 0.05 spans most of e4m3's range
   PagedShape shape{seqs * max_blocks, block_size, kv_heads, f};
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.f, 1.f);
@@ -116,8 +104,11 @@ void write_matches_cpu(KvElement element) {
       for (int i = 0; i < 128; ++i) worst = std::max(worst, static_cast<double>(std::fabs(a[i] - b[i])));
     }
   }
-  const double step = element == KvElement::fp16 ? 0.0 : 24.0 / ((1 << f.bits()) - 1);
-  expect(worst <= step * 1.01 + 1e-6, "write_paged bits " + std::to_string(f.bits()) + ": max difference " + std::to_string(worst));
+  // fp8: one e4m3 step (an eighth of the value's power of two) where the division rounds
+  // differently; the values are normal(0, 3), so under 16 in magnitude: a step of at most 2.
+  const double step = element == KvElement::fp16 ? 0.0 : element == KvElement::fp8 ? 2.0 : 24.0 / ((1 << f.bits()) - 1);
+  expect(worst <= step * 1.01 + 1e-6, "write_paged " + std::string(element == KvElement::fp8 ? "fp8" : "bits " + std::to_string(f.bits())) +
+                                          ": max difference " + std::to_string(worst));
   cudaFree(dx);
   cudaFree(ds);
   cudaFree(dc);
@@ -130,10 +121,11 @@ int main() {
     std::printf("skipped: no CUDA device (the [gpu] kernel tests need one)\n");
     return 77;
   }
-  for (KvElement e : {KvElement::fp16, KvElement::int8, KvElement::int4, KvElement::int2}) {
+  for (KvElement e : {KvElement::fp16, KvElement::fp8, KvElement::int8, KvElement::int4, KvElement::int2}) {
     for (int hd : {64, 128, 256}) decode_matches_cpu(e, hd);
     write_matches_cpu(e);
   }
-  std::printf("%d passed, %d failed\n", checks - failures, failures);
-  return failures == 0 ? 0 : 1;
+  gpu_test::compression_kernels_match_cpu();
+  std::printf("%d passed, %d failed\n", gpu_test::checks - gpu_test::failures, gpu_test::failures);
+  return gpu_test::failures == 0 ? 0 : 1;
 }

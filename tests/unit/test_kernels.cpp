@@ -114,6 +114,56 @@ TEST_CASE("group quantisation: round-trip error within half a step, per bit widt
   }
 }
 
+TEST_CASE("the vectorised quantiser writes the portable one's bytes, ties and outliers included", "[unit]") {
+  if (!decode_attention_simd_available()) WARN("this CPU has no AVX2: both calls run the portable quantiser");
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> pick(0, 255);
+  for (int head_dim : {64, 128, 256}) {
+    for (int group : {32, 64}) {
+      for (KvElement e : {KvElement::int8, KvElement::int4, KvElement::int2}) {
+        const KvFormat f = format(e, head_dim, group);
+        auto x = synthetic_kv(200, head_dim, 17 + head_dim + group, true);
+        // Exact ties: a group spanning 0 .. levels/4 has scale 1/4 and zero 0, so (k + 0.5) / 4
+        // lands halfway between two codes (lround takes the upper one); and a constant group.
+        const int levels = (1 << f.bits()) - 1;
+        for (int i = 0; i < group; ++i) x[i] = i == 0 ? 0.f : i == 1 ? levels / 4.f : (pick(rng) % levels + 0.5f) / 4.f;
+        for (int i = 0; i < group; ++i) x[head_dim + i] = 3.25f;
+        std::vector<std::uint8_t> fast(f.vector_bytes()), portable(f.vector_bytes());
+        int differing = 0;
+        for (int v = 0; v < 200; ++v) {
+          quantize_vector(&x[static_cast<std::size_t>(v) * head_dim], f, fast.data());
+          quantize_vector(&x[static_cast<std::size_t>(v) * head_dim], f, portable.data(), false);
+          differing += fast != portable;
+        }
+        INFO("head_dim " << head_dim << ", group " << group << ", " << f.bits() << " bits");
+        CHECK(differing == 0);
+      }
+    }
+  }
+  // fp8: every e4m3 value and every midpoint between neighbours (ties to even), both signs, values
+  // past 448 and infinities (saturated), NaN, through a cache scale of 0.25.
+  std::vector<float> special;
+  for (int code = 0; code < 0x7f; ++code) {
+    const float v = e4m3_to_float(static_cast<std::uint8_t>(code));
+    const float next = code < 0x7e ? e4m3_to_float(static_cast<std::uint8_t>(code + 1)) : 480.f;
+    for (float s : {1.f, -1.f}) special.insert(special.end(), {s * v, s * (v + next) / 2});
+  }
+  special.insert(special.end(), {1e6f, -1e6f, 449.f, 464.f, INFINITY, -INFINITY, NAN, 1e-30f});
+  KvFormat fp8 = format(KvElement::fp8, 64);
+  fp8.fp8_scale = 0.25f;
+  special.resize((special.size() + 63) / 64 * 64, 0.f);
+  std::vector<std::uint8_t> fast(64), portable(64);
+  int differing = 0;
+  for (std::size_t v = 0; v < special.size(); v += 64) {
+    std::vector<float> x(special.begin() + static_cast<long>(v), special.begin() + static_cast<long>(v) + 64);
+    for (auto& e : x) e *= 0.25f;  // the cache's scale divides it back out exactly
+    quantize_vector(x.data(), fp8, fast.data());
+    quantize_vector(x.data(), fp8, portable.data(), false);
+    for (int i = 0; i < 64; ++i) differing += fast[i] != portable[i];
+  }
+  CHECK(differing == 0);
+}
+
 TEST_CASE("kernel bytes equal memtwin's size model for every quantised format", "[unit]") {
   const memtwin::KvShape shape{32, 8, 128, 2};
   for (auto [e, bits] : {std::pair{KvElement::int8, 8}, {KvElement::int4, 4}, {KvElement::int2, 2}}) {

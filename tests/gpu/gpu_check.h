@@ -1,0 +1,41 @@
+#pragma once
+// What the [gpu] test files share: a failure count that main() reports, and device copies.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace memtwin::gpu_test {
+
+inline int failures = 0, checks = 0;
+
+inline void expect(bool ok, const std::string& what) {
+  ++checks;
+  if (!ok) {
+    ++failures;
+    std::printf("FAILED: %s\n", what.c_str());
+  }
+}
+
+template <class T>
+T* to_device(const std::vector<T>& host) {
+  T* d = nullptr;
+  if (cudaMalloc(&d, std::max<std::size_t>(1, host.size()) * sizeof(T)) != cudaSuccess) throw std::runtime_error("cudaMalloc failed");
+  cudaMemcpy(d, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice);
+  return d;
+}
+
+template <class T>
+std::vector<T> to_host(const T* device, std::size_t count) {
+  std::vector<T> host(count);
+  cudaMemcpy(host.data(), device, count * sizeof(T), cudaMemcpyDeviceToHost);
+  return host;
+}
+
+/// The compression kernels (KIVI keys, eviction support) against the CPU ones.
+void compression_kernels_match_cpu();
+
+}  // namespace memtwin::gpu_test
