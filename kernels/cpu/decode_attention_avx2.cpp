@@ -91,6 +91,20 @@ __m256 codes4(const std::uint8_t* p) {
   return _mm256_cvtepi32_ps(nibbles);
 }
 
+// Sixteen int4 codes from eight bytes, split: `even` gets elements 0, 2, ..., 14 (the low
+// nibbles), `odd` elements 1, 3, ..., 15 (the high nibbles). Cheaper than widening them in order;
+// the query (K pass) and the accumulators (V pass) are laid out to match (even_odd_order).
+void codes4_split(const std::uint8_t* p, __m256& even, __m256& odd) {
+  const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  const __m128i mask = _mm_set1_epi8(0x0f);
+  even = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_and_si128(bytes, mask)));
+  odd = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(bytes, 4), mask)));
+}
+
+// The order codes4_split produces, per chunk of 16 dimensions: the even ones, then the odd ones.
+// position(c + j) for j < 16 within a chunk starting at c.
+int even_odd_position(int j) { return j % 2 == 0 ? j / 2 : 8 + j / 2; }
+
 // A quantisation group: its packed codes, then the fp16 scale and zero point behind them.
 struct Group {
   const std::uint8_t* codes;
@@ -172,6 +186,16 @@ void key_scores(const DecodeAttentionArgs& a, const std::int32_t* table, const f
         q_group_sums[static_cast<std::size_t>(g) * f.groups() + gi] = sum;
       }
   }
+  // int4: the query in codes4_split's order, so that each half of a chunk meets its codes.
+  const bool split4 = f.bits() == 4 && f.group % 16 == 0;
+  std::vector<float> reordered;
+  if (split4) {
+    reordered.resize(static_cast<std::size_t>(G) * hd);
+    for (int g = 0; g < G; ++g)
+      for (int c = 0; c < hd; c += 16)
+        for (int j = 0; j < 16; ++j) reordered[static_cast<std::size_t>(g) * hd + c + even_odd_position(j)] = q[g * hd + c + j];
+    q = reordered.data();
+  }
   for (int t = 0; t < ctx; ++t) {
     const std::uint8_t* k = a.k_cache + a.shape.offset(table[t / a.shape.block_size], t % a.shape.block_size, kvh);
     if (t + kAhead < ctx) {
@@ -191,10 +215,22 @@ void key_scores(const DecodeAttentionArgs& a, const std::int32_t* table, const f
         const float zero = group.zero;
         __m256 part[G];
         for (int g = 0; g < G; ++g) part[g] = _mm256_setzero_ps();
-        for (int c = 0; c < f.group; c += 8) {
-          const __m256 codes = f.bits() == 8 ? codes8(base + c) : codes4(base + c / 2);
-          const float* qc = q + gi * f.group + c;
-          for (int g = 0; g < G; ++g) part[g] = _mm256_fmadd_ps(_mm256_loadu_ps(qc + g * hd), codes, part[g]);
+        if (split4) {
+          for (int c = 0; c < f.group; c += 16) {
+            __m256 even, odd;
+            codes4_split(base + c / 2, even, odd);
+            const float* qc = q + gi * f.group + c;
+            for (int g = 0; g < G; ++g) {
+              part[g] = _mm256_fmadd_ps(_mm256_loadu_ps(qc + g * hd), even, part[g]);
+              part[g] = _mm256_fmadd_ps(_mm256_loadu_ps(qc + g * hd + 8), odd, part[g]);
+            }
+          }
+        } else {
+          for (int c = 0; c < f.group; c += 8) {
+            const __m256 codes = f.bits() == 8 ? codes8(base + c) : codes4(base + c / 2);
+            const float* qc = q + gi * f.group + c;
+            for (int g = 0; g < G; ++g) part[g] = _mm256_fmadd_ps(_mm256_loadu_ps(qc + g * hd), codes, part[g]);
+          }
         }
         for (int g = 0; g < G; ++g) {
           acc[g] = _mm256_fmadd_ps(scale, part[g], acc[g]);
@@ -223,12 +259,19 @@ void key_scores(const DecodeAttentionArgs& a, const std::int32_t* table, const f
 }
 
 // The V pass for G query heads: out_g = sum_t p_g[t] v_t / denominator_g, tile by tile.
+// int8 and int4 values are accumulated in code space: per group, sum_t p_t (scale_t code_t +
+// zero_t) = sum_t (p_t scale_t) code_t + sum_t p_t zero_t, so a token's codes are widened once
+// and multiplied straight away, and its zero points fall into one scalar per group and head.
 template <int G>
 void weighted_values(const DecodeAttentionArgs& a, const std::int32_t* table, int kvh, int ctx, const float* p,
                      const float* denominators, float* out, float* acc_store, float* tile_buffer) {
   const KvFormat& f = a.shape.format;
   const int hd = f.head_dim;
+  const bool code_space = f.quantized() && (f.bits() == 8 || f.bits() == 4) && f.group % 16 == 0;
+  const int groups = f.quantized() ? f.groups() : 1;
   std::fill(acc_store, acc_store + static_cast<std::size_t>(G) * hd, 0.f);
+  float zero_sums[G][16] = {};                 // code space: sum_t p_t zero_t per head and group (<= 16 groups)
+  alignas(32) float weights[kTile][G][16];     // code space: p_t scale_t per token, head and group
   const std::uint8_t* rows[kTile];
   auto row = [&](int t) { return a.v_cache + a.shape.offset(table[t / a.shape.block_size], t % a.shape.block_size, kvh); };
   const std::size_t bytes = f.vector_bytes();
@@ -238,17 +281,45 @@ void weighted_values(const DecodeAttentionArgs& a, const std::int32_t* table, in
     for (int j = 0; j < n; ++j) {
       rows[j] = row(t0 + j);
       if (t0 + kTile + j < ctx) prefetch(row(t0 + kTile + j), bytes);  // the next tile, while this one computes
-      if (f.quantized()) dequantize(rows[j], f, tile_buffer + static_cast<std::size_t>(j) * hd);
+      if (code_space) {
+        for (int gi = 0; gi < groups; ++gi) {
+          const Group group = group_at(rows[j], f, gi);
+          for (int g = 0; g < G; ++g) {
+            const float pt = p[static_cast<std::size_t>(g) * ctx + t0 + j];
+            weights[j][g][gi] = pt * group.scale;
+            zero_sums[g][gi] += pt * group.zero;
+          }
+        }
+      } else if (f.quantized()) {
+        dequantize(rows[j], f, tile_buffer + static_cast<std::size_t>(j) * hd);
+      }
     }
-    // 16 dimensions at a time: 2 G accumulators in registers across the tile's tokens.
+    // 16 dimensions at a time: 2 G accumulators in registers across the tile's tokens (int4: the
+    // chunk's even dimensions in the first, its odd ones in the second).
     for (int c = 0; c < hd; c += 16) {
       __m256 acc[G][2];
       for (int g = 0; g < G; ++g) {
         acc[g][0] = _mm256_loadu_ps(acc_store + g * hd + c);
         acc[g][1] = _mm256_loadu_ps(acc_store + g * hd + c + 8);
       }
+      const int gi = f.quantized() ? c / f.group : 0, within = f.quantized() ? c % f.group : 0;
       for (int j = 0; j < n; ++j) {
         __m256 v0, v1;
+        if (code_space) {
+          const std::uint8_t* codes = rows[j] + static_cast<std::size_t>(gi) * f.group_bytes();
+          if (f.bits() == 8) {
+            v0 = codes8(codes + within);
+            v1 = codes8(codes + within + 8);
+          } else {
+            codes4_split(codes + within / 2, v0, v1);
+          }
+          for (int g = 0; g < G; ++g) {
+            const __m256 w = _mm256_broadcast_ss(&weights[j][g][gi]);
+            acc[g][0] = _mm256_fmadd_ps(w, v0, acc[g][0]);
+            acc[g][1] = _mm256_fmadd_ps(w, v1, acc[g][1]);
+          }
+          continue;
+        }
         if (f.quantized()) {
           v0 = _mm256_load_ps(tile_buffer + static_cast<std::size_t>(j) * hd + c);
           v1 = _mm256_load_ps(tile_buffer + static_cast<std::size_t>(j) * hd + c + 8);
@@ -268,10 +339,14 @@ void weighted_values(const DecodeAttentionArgs& a, const std::int32_t* table, in
       }
     }
   }
+  const bool split4 = code_space && f.bits() == 4;
   for (int g = 0; g < G; ++g) {
-    const __m256 inv = _mm256_set1_ps(element_factor(f) / denominators[g]);
-    for (int c = 0; c < hd; c += 8) {
-      _mm256_storeu_ps(out + g * hd + c, _mm256_mul_ps(_mm256_loadu_ps(acc_store + g * hd + c), inv));
+    const float inv = element_factor(f) / denominators[g];
+    for (int c = 0; c < hd; ++c) {
+      const int chunk = c - c % 16;
+      const float sum = acc_store[g * hd + (split4 ? chunk + even_odd_position(c % 16) : c)] +
+                        (code_space ? zero_sums[g][c / f.group] : 0.f);
+      out[g * hd + c] = sum * inv;
     }
   }
 }
@@ -298,7 +373,7 @@ void attend(const DecodeAttentionArgs& a, int seq, int kvh) {
 
 bool attend_pair_avx2(const DecodeAttentionArgs& a, int seq, int kvh) {
   const KvFormat& f = a.shape.format;
-  if (f.head_dim % 16 != 0 || f.head_dim > 256 || (f.quantized() && f.group % 8 != 0)) return false;
+  if (f.head_dim % 16 != 0 || f.head_dim > 256 || (f.quantized() && (f.group % 8 != 0 || f.groups() > 16))) return false;
   switch (a.q_heads / a.shape.kv_heads) {
     case 1: attend<1>(a, seq, kvh); return true;
     case 2: attend<2>(a, seq, kvh); return true;
