@@ -30,6 +30,15 @@ struct RawMemory {
   std::function<void(void*)> release;
 };
 
+/// A device's memory: what the caching allocator takes from, and what the operating system or the
+/// driver says is in use (apart from the allocator's books).
+struct DeviceMemory {
+  RawMemory raw;
+  std::function<std::int64_t()> in_use, peak;
+  std::function<void()> reset_peak;
+  std::string measured_by;  ///< how in_use and peak are measured, for the result
+};
+
 class CachingAllocator {
  public:
   struct Stats {

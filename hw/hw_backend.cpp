@@ -9,7 +9,8 @@
 #include "hw/caching_allocator.h"
 #include "hw/cuda/cuda_device.h"
 #include "hw/host/host_kernels.h"
-#include "hw/host/serving_engine.h"
+#include "hw/host/host_serving_kernels.h"
+#include "hw/serving_engine.h"
 #include "hw/host/mpi_collectives.h"
 #include "hw/plan_executor.h"
 #include "hw/process_memory.h"
@@ -29,15 +30,26 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-// What a training step runs on: kernels, collectives, raw memory, and what the operating system or
-// the driver says is in use (apart from the allocator's books).
+// The host device's memory: page-touched host memory, the process's resident set.
+hw::DeviceMemory host_memory() {
+  return {hw::host_device_memory(), hw::resident_bytes, hw::peak_resident_bytes, [] { hw::reset_peak_resident(); },
+          "process peak resident set (VmHWM)"};
+}
+
+// A GPU's memory: cudaMalloc, and what the driver reports in use. The caching allocator never
+// hands memory back during a run, so what is in use at the end is its peak (plus the context and
+// libraries).
+hw::DeviceMemory gpu_memory(const hw::CudaDeviceApi& cuda, int gpu) {
+  auto in_use = [f = cuda.in_use, gpu] { return f(gpu); };
+  return {cuda.memory(gpu), in_use, in_use, [] {}, "device memory in use as the driver reports it (cudaMemGetInfo)"};
+}
+
+// What a training step runs on: kernels, collectives and memory.
 struct Device {
   std::unique_ptr<hw::DeviceKernels> kernels;
   std::unique_ptr<hw::Collectives> collectives;
-  hw::RawMemory memory;
-  std::function<std::int64_t()> in_use, peak;
-  std::function<void()> reset_peak;
-  std::string description, measured_by;
+  hw::DeviceMemory memory;
+  std::string description;
 };
 
 Device open_device(const std::string& name, const Scenario& s, const Plan& plan, int rank) {
@@ -45,12 +57,8 @@ Device open_device(const std::string& name, const Scenario& s, const Plan& plan,
   if (name == "host") {
     d.kernels = std::make_unique<hw::HostKernels>();
     d.collectives = std::make_unique<hw::MpiCollectives>(plan, rank);
-    d.memory = hw::host_device_memory();
-    d.in_use = hw::resident_bytes;
-    d.peak = hw::peak_resident_bytes;
-    d.reset_peak = [] { hw::reset_peak_resident(); };
+    d.memory = host_memory();
     d.description = "the host device (one core and one OpenBLAS thread per rank)";
-    d.measured_by = "process peak resident set (VmHWM)";
     return d;
   }
   const hw::CudaDeviceApi& cuda = hw::cuda_device();
@@ -58,15 +66,26 @@ Device open_device(const std::string& name, const Scenario& s, const Plan& plan,
   auto host = std::make_shared<hw::HostKernels>();  // an offloaded optimizer runs on the CPU
   d.kernels = cuda.make_kernels(gpu, s.training->precision, [host](double params) { host->adam(params); });
   d.collectives = cuda.make_collectives(plan, rank, gpu);
-  d.memory = cuda.memory(gpu);
-  // The caching allocator never hands memory back during a run, so what the driver reports after
-  // the steps is its peak (plus the context and libraries).
-  auto in_use = cuda.in_use;
-  d.in_use = [in_use, gpu] { return in_use(gpu); };
-  d.peak = d.in_use;
-  d.reset_peak = [] {};
+  d.memory = gpu_memory(cuda, gpu);
   d.description = "CUDA device " + std::to_string(gpu) + " (cuBLAS, NCCL)";
-  d.measured_by = "device memory in use as the driver reports it (cudaMemGetInfo)";
+  return d;
+}
+
+// What a serving run executes on: one process, one device.
+hw::ServingDevice open_serving_device(const std::string& name) {
+  hw::ServingDevice d;
+  if (name == "host") {
+    hw::use_one_core();
+    d.kernels = std::make_unique<hw::HostServingKernels>();
+    d.memory = host_memory();
+    d.description = "the host device: one process, one core";
+    return d;
+  }
+  const hw::CudaDeviceApi& cuda = hw::cuda_device();
+  const int gpu = cuda.select_device();
+  d.kernels = cuda.make_serving_kernels(gpu);
+  d.memory = gpu_memory(cuda, gpu);
+  d.description = "CUDA device " + std::to_string(gpu) + " (cuBLAS fp32, the CUDA KV kernels)";
   return d;
 }
 
@@ -82,9 +101,6 @@ class HwBackend final : public Backend {
     if (options_.device != "host" && options_.device != "cuda") {
       throw Unsupported("unknown device '" + options_.device + "'; devices: " + kHwDevices);
     }
-    if (options_.device == "cuda" && !s.training) {
-      throw Unsupported("serving on --device cuda is not built yet (the CUDA KV kernels are; the engine runs on --device host)");
-    }
     return s.training ? run_training(s) : run_serving(s);
   }
 
@@ -93,7 +109,7 @@ class HwBackend final : public Backend {
     RunResult r;
     r.backend = name();
     r.metrics["model"] = model_report(s);
-    hw::require_host_serving_support(s);
+    hw::require_serving_support(s);
     const ServingMemory memory = serving_memory(s);
     if (!memory.fits) {
       // Nothing to serve: the engine would refuse to start, as vLLM does; the memory model says why.
@@ -101,10 +117,11 @@ class HwBackend final : public Backend {
       r.fits = false;
       return r;
     }
-    if (hw::MpiSession::get().size != 1) throw Unsupported("a serving run on the host device is one process; run it without mpirun");
-    const hw::HostServing served = hw::serve_on_host(s);
+    if (hw::MpiSession::get().size != 1) throw Unsupported("a serving run is one process; run it without mpirun");
+    hw::ServingDevice device = open_serving_device(options_.device);
+    const hw::ServingMeasurement served = hw::serve_on_device(s, device);
     nlohmann::ordered_json gpu;
-    gpu["peak_bytes"] = served.peak_resident_bytes;
+    gpu["peak_bytes"] = served.peak_bytes;
     gpu["capacity_bytes"] = s.cluster.gpu.memory.count();
     gpu["fits"] = true;
     gpu["allocated_peak_bytes"] = served.allocator.peak_allocated;
@@ -112,7 +129,7 @@ class HwBackend final : public Backend {
     gpu["runtime_bytes"] = served.runtime_bytes;
     gpu["weights_bytes"] = served.weights_bytes;
     gpu["kv_pool_bytes"] = served.kv_pool_bytes;
-    gpu["measured_by"] = "process peak resident set (VmHWM); allocated/reserved from the caching allocator";
+    gpu["measured_by"] = device.memory.measured_by + "; allocated/reserved from the caching allocator";
     r.metrics["memory"]["gpu"] = gpu;
     r.metrics["memory"]["kv_cache"] = {{"capacity_blocks", memory.capacity_blocks}, {"block_bytes", memory.block_bytes.count()}};
     add_serving_results(r.metrics, r.notes, s, served.run);
@@ -122,8 +139,7 @@ class HwBackend final : public Backend {
                              {"requests", static_cast<std::int64_t>(served.run.requests.size())},
                              {"plan_hash", serving_plan_hash(s, generate_requests(*s.inference, s.seed), memory.capacity_blocks,
                                                              memory.block_bytes.as_double())}};
-    r.notes.push_back("measured on the host device: one process, one core; requests released at their arrival times on the "
-                      "wall clock");
+    r.notes.push_back("measured on " + device.description + "; requests released at their arrival times on the wall clock");
     r.files["requests.csv"] = requests_csv(served.run);
     r.files["trace.json"] = serving_trace(served.run);
     return r;
@@ -155,9 +171,9 @@ class HwBackend final : public Backend {
     Device device = open_device(options_.device, s, plan, mpi.rank);
     hw::DeviceKernels& kernels = *device.kernels;
     hw::Collectives& collectives = *device.collectives;
-    hw::CachingAllocator allocator(s.cluster.gpu.memory.count(), device.memory);
-    const std::int64_t baseline = device.in_use();  // the runtime: process or context, libraries, workspaces
-    device.reset_peak();
+    hw::CachingAllocator allocator(s.cluster.gpu.memory.count(), device.memory.raw);
+    const std::int64_t baseline = device.memory.in_use();  // the runtime: process or context, libraries, workspaces
+    device.memory.reset_peak();
     mpi.prepare_report_claim();
 
     RunResult r;
@@ -171,7 +187,7 @@ class HwBackend final : public Backend {
       for (int step = 0; step <= options_.steps; ++step) {
         hw::check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
         last = executor.run_step();
-        if (last.oom) return out_of_memory(s, plan, r, last, allocator, baseline, device.peak(), mpi);
+        if (last.oom) return out_of_memory(s, plan, r, last, allocator, baseline, device.memory.peak(), mpi);
         double slowest = last.step_s;
         hw::check_mpi(MPI_Allreduce(MPI_IN_PLACE, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
         if (step == 0) first_step = allocator.stats();
@@ -179,7 +195,7 @@ class HwBackend final : public Backend {
       }
     }
     // Peaks over the ranks: the most loaded rank is the one that would run out first.
-    std::int64_t peaks[4] = {device.peak(), first_step.peak_allocated, first_step.peak_reserved, baseline};
+    std::int64_t peaks[4] = {device.memory.peak(), first_step.peak_allocated, first_step.peak_reserved, baseline};
     hw::check_mpi(MPI_Allreduce(MPI_IN_PLACE, peaks, 4, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
 
     r.metrics["model"] = model_report(s);
@@ -190,7 +206,7 @@ class HwBackend final : public Backend {
     gpu["allocated_peak_bytes"] = peaks[1];
     gpu["reserved_peak_bytes"] = peaks[2];
     gpu["runtime_bytes"] = peaks[3];
-    gpu["measured_by"] = device.measured_by + " of the busiest rank; allocated/reserved from the caching allocator";
+    gpu["measured_by"] = device.memory.measured_by + " of the busiest rank; allocated/reserved from the caching allocator";
     r.metrics["memory"]["gpu"] = gpu;
 
     const Training& t = *s.training;

@@ -4,10 +4,11 @@
 //   host   training: one MPI rank per plan rank on this machine's CPUs: OpenBLAS GEMMs, memory
 //          streams, MPI collectives, page-touched host memory through the caching allocator;
 //          serving: one process running the shared scheduler over a real model and paged KV cache
-//          (hw/host/serving_engine.h)
+//          (hw/serving_engine.h) on OpenBLAS and the CPU KV kernels
 //   cuda   training: one MPI rank per GPU, cuBLAS GEMMs of the plan's shapes, cudaMalloc through the
-//          caching allocator, NCCL collectives (hw/cuda/cuda_device.h; built when nvcc is found,
-//          not yet run on a GPU); serving: Unsupported
+//          caching allocator, NCCL collectives (hw/cuda/cuda_device.h); serving: the same engine
+//          on cuBLAS and the CUDA KV kernels (hw/cuda/cuda_serving.cu). Built when nvcc is found,
+//          not yet run on a GPU.
 // A plan with several ranks runs under an MPI launcher with that many processes (`memtwin validate`
 // starts them itself); rank 0 reports, the other ranks print nothing.
 #include <memory>

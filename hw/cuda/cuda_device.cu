@@ -1,3 +1,4 @@
+#include "hw/cuda/cuda_check.h"
 #include "hw/cuda/cuda_device.h"
 
 #include "models/backend.h"
@@ -22,12 +23,6 @@
 namespace memtwin::hw {
 namespace {
 
-void check(cudaError_t e, const char* call) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string(call) + " failed: " + cudaGetErrorString(e));
-}
-void check(cublasStatus_t s, const char* call) {
-  if (s != CUBLAS_STATUS_SUCCESS) throw std::runtime_error(std::string(call) + " failed: cuBLAS status " + std::to_string(s));
-}
 
 constexpr std::size_t kWorkspaceBytes = std::size_t{512} << 20;  // GEMM operands and copy buffers
 constexpr std::size_t kPinnedBytes = std::size_t{64} << 20;
@@ -153,6 +148,7 @@ class CudaKernels final : public DeviceKernels {
 };
 
 #ifdef MEMTWIN_HAVE_NCCL
+using hw::check;  // the CUDA and cuBLAS overloads (cuda_check.h), next to NCCL's
 void check(ncclResult_t r, const char* call) {
   if (r != ncclSuccess) throw std::runtime_error(std::string(call) + " failed: " + ncclGetErrorString(r));
 }
@@ -321,6 +317,6 @@ std::unique_ptr<Collectives> make_nccl_collectives(const Plan& plan, int rank, i
 extern "C" const memtwin::hw::CudaDeviceApi* memtwin_cuda_device_api() {
   using namespace memtwin::hw;
   static const CudaDeviceApi api{select_cuda_device, make_cuda_kernels, cuda_memory, cuda_memory_in_use,
-                                 make_nccl_collectives};
+                                 make_nccl_collectives, make_cuda_serving_kernels};
   return &api;
 }

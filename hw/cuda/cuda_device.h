@@ -13,6 +13,7 @@
 
 #include "hw/caching_allocator.h"
 #include "hw/device.h"
+#include "hw/serving_kernels.h"
 #include "models/enums.h"
 
 namespace memtwin::hw {
@@ -31,7 +32,12 @@ struct CudaDeviceApi {
   /// NCCL communicators for this rank's groups; throws when the module was built without NCCL
   /// and the plan has collectives between ranks.
   std::unique_ptr<Collectives> (*make_collectives)(const Plan& plan, int rank, int device);
+  /// The serving engine's kernels on this GPU (hw/cuda/cuda_serving.cu).
+  std::unique_ptr<ServingKernels> (*make_serving_kernels)(int device);
 };
+
+/// Defined in cuda_serving.cu, part of the module.
+std::unique_ptr<ServingKernels> make_cuda_serving_kernels(int device);
 
 /// Loads the module on first use. Throws Unsupported when it is not there (built without nvcc) or
 /// cannot be loaded (no CUDA libraries on this machine), naming why.

@@ -16,3 +16,7 @@ for kv in fp16 int4; do
     --out "$sim/serve-$kv" > /dev/null &&
     "$bin" compare "$sim/serve-$kv/result.json" "$measured/serve-$kv/result.json"
 done
+for kv in fp16 int4; do
+  "$bin" run "$root/scenarios/gpu/serve-0.9b-h200-$kv-kv.yaml" --backend sim --out "$sim/gpu-serve-$kv" > /dev/null &&
+    "$bin" compare "$sim/gpu-serve-$kv/result.json" "$measured/gpu-serve-$kv/result.json"
+done

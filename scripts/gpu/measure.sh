@@ -2,7 +2,8 @@
 # The measuring half of the GPU check for a device machine that cannot build memtwin: run with the
 # bundle of scripts/gpu/device-bundle.sh carried along (device `carry: ["build/device-bundle"]`).
 # Writes result.json files under OUT (default ./gpu-results/measured): a training step of the 0.9B
-# Llama on the GPU (--device cuda) and the serving scenarios on the host device. Back on a machine
+# Llama on the GPU (--device cuda), the host serving scenarios on the host device, and the 0.9B
+# model served on the GPU (scenarios/gpu/, fp16 and int4 KV). Back on a machine
 # with the full tool, scripts/gpu/compare.sh simulates the same scenarios and prints the tables.
 #   scripts/gpu/measure.sh
 set -uo pipefail
@@ -25,5 +26,10 @@ for kv in fp16 int4; do
   timeout 60 "$bin" run "$root/scenarios/host/serve-$kv-kv.yaml" --set cluster.calibration="$out/host-1rank.yaml" \
     --out "$out/serve-$kv" > "$out/serve-$kv.txt" 2>&1
   echo "serving $kv (host) exit $?" | tee -a "$out/status.txt"
+done
+for kv in fp16 int4; do
+  timeout 120 "$bin" run "$root/scenarios/gpu/serve-0.9b-h200-$kv-kv.yaml" --device cuda --out "$out/gpu-serve-$kv" \
+    > "$out/gpu-serve-$kv.txt" 2>&1
+  echo "serving $kv (cuda) exit $?" | tee -a "$out/status.txt"
 done
 cat "$out/status.txt"

@@ -2,9 +2,9 @@
 # The hardware backend's GPU check, in one go (under 8 minutes), results under OUT (default
 # ./gpu-results/validate): calibrates the GPU (scripts/gpu/probe.sh's device probe turned into a
 # calibration file), then `memtwin validate` of a training step on the GPU (--device cuda:
-# cuBLAS, cudaMalloc through the caching allocator) and of the serving scenarios on the host
-# device (the CUDA serving engine is not built yet), printing the predicted / measured / error
-# tables. Needs build/memtwin built with nvcc on the PATH (scripts/dev.sh build).
+# cuBLAS, cudaMalloc through the caching allocator), of the 0.9B model served on the GPU
+# (scenarios/gpu/, fp16 and int4 KV: cuBLAS and the CUDA KV kernels) and of the serving scenarios
+# on the host device, printing the predicted / measured / error tables. Needs build/memtwin built with nvcc on the PATH (scripts/dev.sh build).
 #   scripts/gpu/validate.sh
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -33,4 +33,10 @@ for kv in fp16 int4; do
     --out "$out/serve-$kv" > "$out/serve-$kv.txt" 2>&1
   echo "validate serving $kv (host) exit $?" | tee -a "$out/status.txt"
 done
-cat "$out/status.txt" "$out/train.txt" "$out"/serve-*.txt
+# 4. Serving on the GPU, predicted with the same calibration.
+for kv in fp16 int4; do
+  timeout 90 "$bin" validate "$root/scenarios/gpu/serve-0.9b-h200-$kv-kv.yaml" --device cuda \
+    --set cluster.calibration="$calibration" --out "$out/gpu-serve-$kv" > "$out/gpu-serve-$kv.txt" 2>&1
+  echo "validate serving $kv (cuda) exit $?" | tee -a "$out/status.txt"
+done
+cat "$out/status.txt" "$out/train.txt" "$out"/serve-*.txt "$out"/gpu-serve-*.txt

@@ -1,16 +1,11 @@
-#include "hw/host/serving_engine.h"
-
-#include <cblas.h>
+#include "hw/serving_engine.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <thread>
 #include <unordered_map>
 
-#include "hw/host/host_kernels.h"
-#include "hw/process_memory.h"
 #include "kernels/kv_kernels.h"
 #include "models/backend.h"
 #include "models/memory/serving_memory.h"
@@ -33,13 +28,13 @@ kernels::KvFormat kv_format(const Scenario& s) {
     case KvCompression::int4: f.element = kernels::KvElement::int4; break;
     case KvCompression::int2: f.element = kernels::KvElement::int2; break;
     default:
-      throw Unsupported("the host serving engine runs KV compression none, int8, int4 or int2; '" +
+      throw Unsupported("the serving engine runs KV compression none, int8, int4 or int2; '" +
                         std::string(kKvCompressionNames.name(c.method)) + "' is simulated only");
   }
   try {
     f.validate();
   } catch (const std::invalid_argument& e) {
-    throw Unsupported(std::string("the host device's KV kernels cannot lay this model out: ") + e.what());
+    throw Unsupported(std::string("the KV kernels cannot lay this model out: ") + e.what());
   }
   return f;
 }
@@ -80,12 +75,12 @@ class BlockPool {
   std::unordered_map<std::size_t, std::vector<std::int32_t>> owned_;
 };
 
-// The model's tensors and one iteration's forward pass.
-class HostModel {
+// The model's tensors and one iteration's forward pass, on the device's kernels.
+class DeviceModel {
  public:
-  HostModel(const Scenario& s, CachingAllocator& allocator, HostKernels& kernels, std::int64_t capacity_blocks,
-            std::int64_t weight_bytes)
-      : s_(s), m_(s.model), allocator_(allocator), kernels_(kernels) {
+  DeviceModel(const Scenario& s, CachingAllocator& allocator, ServingKernels& kernels, std::int64_t capacity_blocks,
+              std::int64_t weight_bytes)
+      : m_(s.model), allocator_(allocator), kernels_(kernels) {
     const bool gated = m_.mlp == MlpKind::swiglu || m_.mlp == MlpKind::geglu;
     q_ = m_.heads * m_.head_dim;
     kv_ = m_.kv_heads * m_.head_dim;
@@ -98,6 +93,7 @@ class HostModel {
     // matrices the GEMMs read are carved from it.
     if ((per_layer * m_.layers + head) * 4 > weight_bytes) throw std::logic_error("weights larger than the memory model counts");
     weights_ = static_cast<float*>(allocator_.allocate(weight_bytes, "weights"));
+    kernels_.fill(weights_, weight_bytes / 4, 0.01f);
     float* w = weights_;
     for (int l = 0; l < m_.layers; ++l) {
       Layer layer;
@@ -113,23 +109,14 @@ class HostModel {
     shape_.kv_heads = m_.kv_heads;
     shape_.format = kv_format(s);
     pool_bytes_ = static_cast<std::int64_t>(shape_.bytes()) * 2 * m_.layers;
-    const int half = m_.head_dim / 2, positions = s.inference->serving.max_model_len + 1;
-    rope_cos_.resize(static_cast<std::size_t>(positions) * half);
-    rope_sin_.resize(rope_cos_.size());
-    for (int p = 0; p < positions; ++p)
-      for (int j = 0; j < half; ++j) {
-        const double angle = p * std::pow(10000.0, -2.0 * j / m_.head_dim);
-        rope_cos_[static_cast<std::size_t>(p) * half + j] = static_cast<float>(std::cos(angle));
-        rope_sin_[static_cast<std::size_t>(p) * half + j] = static_cast<float>(std::sin(angle));
-      }
     pool_ = static_cast<std::uint8_t*>(allocator_.allocate(pool_bytes_, "kv_cache"));
   }
-  ~HostModel() {
+  ~DeviceModel() {
     allocator_.release(pool_);
     allocator_.release(weights_);
   }
-  HostModel(const HostModel&) = delete;
-  HostModel& operator=(const HostModel&) = delete;
+  DeviceModel(const DeviceModel&) = delete;
+  DeviceModel& operator=(const DeviceModel&) = delete;
   [[nodiscard]] std::int64_t pool_bytes() const { return pool_bytes_; }
 
   void forward(const ScheduledIteration& it, const BlockPool& blocks) {
@@ -143,13 +130,11 @@ class HostModel {
     // Where each token's K and V go: decodes first, then the prefill chunks in order.
     slots_.clear();
     positions_.clear();
-    auto slot = [&](const Sequence& q, int position) {
-      const auto& owned = blocks.of(q.record);
-      return static_cast<std::int64_t>(owned.at(static_cast<std::size_t>(position / shape_.block_size))) * shape_.block_size +
-             position % shape_.block_size;
-    };
     auto place = [&](const Sequence& q, int position) {
-      slots_.push_back(slot(q, position));
+      const auto& owned = blocks.of(q.record);
+      slots_.push_back(static_cast<std::int64_t>(owned.at(static_cast<std::size_t>(position / shape_.block_size))) *
+                           shape_.block_size +
+                       position % shape_.block_size);
       positions_.push_back(position);
     };
     for (const Sequence* q : it.decoding) place(*q, q->prompt + q->generated - 1);
@@ -161,22 +146,24 @@ class HostModel {
     tables_.assign(static_cast<std::size_t>(decodes) * max_blocks, 0);
     context_.assign(static_cast<std::size_t>(decodes), 0);
     for (int i = 0; i < decodes; ++i) {
-      const auto& owned = blocks.of(it.decoding[static_cast<std::size_t>(i)]->record);
+      const Sequence& q = *it.decoding[static_cast<std::size_t>(i)];
+      const auto& owned = blocks.of(q.record);
       std::copy(owned.begin(), owned.end(), tables_.begin() + static_cast<long>(i) * max_blocks);
-      context_[static_cast<std::size_t>(i)] = it.decoding[static_cast<std::size_t>(i)]->prompt + it.decoding[static_cast<std::size_t>(i)]->generated;
+      context_[static_cast<std::size_t>(i)] = q.prompt + q.generated;
     }
 
     // Activations as vLLM's profile counts them: the residual stream, the normed input, one
-    // intermediate (the larger of attention's and the MLP's), the logits and their probabilities.
-    auto* residual = static_cast<float*>(allocator_.allocate(4LL * tokens * h, "activations.residual"));
-    auto* normed = static_cast<float*>(allocator_.allocate(4LL * tokens * h, "activations.normed"));
-    auto* inter = static_cast<float*>(allocator_.allocate(4LL * tokens * width_, "activations.intermediate"));
-    auto* logits = static_cast<float*>(allocator_.allocate(8LL * outputs * m_.vocab, "activations.logits"));
-    std::fill(residual, residual + static_cast<std::ptrdiff_t>(tokens) * h, 0.01f);  // the embedded tokens
-    k_new_.resize(static_cast<std::size_t>(tokens) * kv_);
-    v_new_.resize(static_cast<std::size_t>(tokens) * kv_);
-    query_.resize(static_cast<std::size_t>(decodes) * q_);
-    attended_.resize(static_cast<std::size_t>(decodes) * q_);
+    // intermediate (the larger of attention's and the MLP's), the logits and their probabilities;
+    // and the new tokens' K and V, the decodes' queries and attention outputs.
+    auto* residual = tensor(4LL * tokens * h, "activations.residual");
+    auto* normed = tensor(4LL * tokens * h, "activations.normed");
+    auto* inter = tensor(4LL * tokens * width_, "activations.intermediate");
+    auto* logits = tensor(8LL * outputs * m_.vocab, "activations.logits");
+    auto* k_new = tensor(4LL * tokens * kv_, "activations.k_new");
+    auto* v_new = tensor(4LL * tokens * kv_, "activations.v_new");
+    auto* query = tensor(4LL * std::max(decodes, 1) * q_, "activations.query");
+    auto* attended = tensor(4LL * std::max(decodes, 1) * q_, "activations.attended");
+    kernels_.fill(residual, static_cast<std::int64_t>(tokens) * h, 0.01f);  // the embedded tokens
 
     for (int l = 0; l < m_.layers; ++l) {
       const Layer& w = layers_[static_cast<std::size_t>(l)];
@@ -184,116 +171,50 @@ class HostModel {
       std::uint8_t* v_cache = k_cache + shape_.bytes();
       // Pre-norm, then the QKV projection into the intermediate rows: [q | k | v | attention
       // output], then rotary position embedding on q and k.
-      rms_norm(residual, normed, tokens);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, tokens, q_ + 2 * kv_, h, 1.0f, normed, h, w.qkv, q_ + 2 * kv_,
-                  0.0f, inter, width_);
-      rotary(inter, tokens);
-      for (int t = 0; t < tokens; ++t) {
-        const float* row = inter + static_cast<std::ptrdiff_t>(t) * width_;
-        std::copy(row + q_, row + q_ + kv_, k_new_.begin() + static_cast<long>(t) * kv_);
-        std::copy(row + q_ + kv_, row + q_ + 2 * kv_, v_new_.begin() + static_cast<long>(t) * kv_);
-      }
-      kernels::write_paged(k_new_.data(), slots_.data(), tokens, shape_, k_cache);
-      kernels::write_paged(v_new_.data(), slots_.data(), tokens, shape_, v_cache);
+      kernels_.rms_norm(residual, normed, tokens, h);
+      kernels_.gemm(tokens, q_ + 2 * kv_, h, normed, h, w.qkv, q_ + 2 * kv_, 0.0f, inter, width_);
+      kernels_.rotary(inter, tokens, width_, m_.heads + m_.kv_heads, d, positions_.data());
+      kernels_.copy_rows(inter + q_, width_, k_new, kv_, tokens, kv_);
+      kernels_.copy_rows(inter + q_ + kv_, width_, v_new, kv_, tokens, kv_);
+      kernels_.write_paged(k_new, slots_.data(), tokens, shape_, k_cache);
+      kernels_.write_paged(v_new, slots_.data(), tokens, shape_, v_cache);
       if (decodes > 0) {
-        for (int i = 0; i < decodes; ++i) {
-          const float* row = inter + static_cast<std::ptrdiff_t>(i) * width_;
-          std::copy(row, row + q_, query_.begin() + static_cast<long>(i) * q_);
-        }
-        kernels::decode_attention(kernels::make_decode_args(query_.data(), k_cache, v_cache, tables_.data(), context_.data(),
-                                                            attended_.data(), decodes, m_.heads, max_blocks, shape_));
-        for (int i = 0; i < decodes; ++i) {
-          std::copy(attended_.begin() + static_cast<long>(i) * q_, attended_.begin() + static_cast<long>(i + 1) * q_,
-                    inter + static_cast<std::ptrdiff_t>(i) * width_ + q_ + 2 * kv_);
-        }
+        kernels_.copy_rows(inter, width_, query, q_, decodes, q_);
+        kernels_.decode_attention(kernels::make_decode_args(query, k_cache, v_cache, tables_.data(), context_.data(), attended,
+                                                            decodes, m_.heads, max_blocks, shape_));
+        kernels_.copy_rows(attended, q_, inter + q_ + 2 * kv_, width_, decodes, q_);
       }
       // Prefill attention: each chunk's queries against its prefix and itself (causal: half the
       // chunk on average), per head, as the iteration model counts it.
       for (std::size_t i = 0; i < it.prefilling.size(); ++i) {
         const std::int64_t c = it.chunks[i];
-        const std::int64_t context = it.prefilling[i]->prefilled + (c + 1) / 2;
-        kernels_.gemm({c, context, d, m_.heads});
-        kernels_.gemm({c, d, context, m_.heads});
+        kernels_.prefill_attention(c, it.prefilling[i]->prefilled + (c + 1) / 2, d, m_.heads);
       }
       // Output projection added to the residual stream (beta 1), then the MLP on its norm.
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, tokens, h, q_, 1.0f, inter + q_ + 2 * kv_, width_, w.o, h, 1.0f,
-                  residual, h);
-      rms_norm(residual, normed, tokens);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, tokens, up_, h, 1.0f, normed, h, w.up, up_, 0.0f, inter, width_);
-      const int inner = m_.intermediate;
-      for (int t = 0; t < tokens; ++t) activation(inter + static_cast<std::ptrdiff_t>(t) * width_);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, tokens, h, inner, 1.0f, inter + up_, width_, w.down, h, 1.0f,
-                  residual, h);
+      kernels_.gemm(tokens, h, q_, inter + q_ + 2 * kv_, width_, w.o, h, 1.0f, residual, h);
+      kernels_.rms_norm(residual, normed, tokens, h);
+      kernels_.gemm(tokens, up_, h, normed, h, w.up, up_, 0.0f, inter, width_);
+      kernels_.activation(inter, tokens, width_, m_.intermediate, up_ > m_.intermediate);
+      kernels_.gemm(tokens, h, m_.intermediate, inter + up_, width_, w.down, h, 1.0f, residual, h);
     }
     // The output head for the tokens that produce one (as many rows as outputs), greedy sampling.
     if (outputs > 0) {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, outputs, m_.vocab, h, 1.0f, residual, h, lm_head_, m_.vocab,
-                  0.0f, logits, m_.vocab);
-      for (int r = 0; r < outputs; ++r) {
-        const float* row = logits + static_cast<std::ptrdiff_t>(r) * m_.vocab;
-        sampled_ = static_cast<int>(std::max_element(row, row + m_.vocab) - row);
-      }
+      kernels_.gemm(outputs, m_.vocab, h, residual, h, lm_head_, m_.vocab, 0.0f, logits, m_.vocab);
+      kernels_.argmax_rows(logits, outputs, m_.vocab, sampled_);
     }
-    allocator_.release(logits);
-    allocator_.release(inter);
-    allocator_.release(normed);
-    allocator_.release(residual);
+    kernels_.synchronize();
+    for (float* t : {attended, query, v_new, k_new, logits, inter, normed, residual}) allocator_.release(t);
   }
 
  private:
-  // RMSNorm of each token's hidden state (unit weights).
-  void rms_norm(const float* in, float* out, int tokens) const {
-    const int h = m_.hidden;
-    for (int t = 0; t < tokens; ++t) {
-      const float* x = in + static_cast<std::ptrdiff_t>(t) * h;
-      float* y = out + static_cast<std::ptrdiff_t>(t) * h;
-      float squares = 0;
-#pragma omp simd reduction(+ : squares)
-      for (int j = 0; j < h; ++j) squares += x[j] * x[j];
-      const float scale = 1.0f / std::sqrt(squares / static_cast<float>(h) + 1e-5f);
-#pragma omp simd
-      for (int j = 0; j < h; ++j) y[j] = x[j] * scale;
-    }
-  }
-
-  // Rotary position embedding (the rotate-half form) of the q and k heads of each token's row.
-  void rotary(float* inter, int tokens) const {
-    const int half = m_.head_dim / 2;
-    for (int t = 0; t < tokens; ++t) {
-      const float* cos = rope_cos_.data() + static_cast<std::ptrdiff_t>(positions_[static_cast<std::size_t>(t)]) * half;
-      const float* sin = rope_sin_.data() + static_cast<std::ptrdiff_t>(positions_[static_cast<std::size_t>(t)]) * half;
-      float* row = inter + static_cast<std::ptrdiff_t>(t) * width_;
-      for (int head = 0; head < m_.heads + m_.kv_heads; ++head) {
-        float* x = row + static_cast<std::ptrdiff_t>(head) * m_.head_dim;
-#pragma omp simd
-        for (int j = 0; j < half; ++j) {
-          const float a = x[j], b = x[j + half];
-          x[j] = a * cos[j] - b * sin[j];
-          x[j + half] = a * sin[j] + b * cos[j];
-        }
-      }
-    }
-  }
-
-  // SiLU(gate) x up into the row's third part (or GeLU-free SiLU for ungated MLPs).
-  void activation(float* row) const {
-    const int inner = m_.intermediate;
-    const bool gated = up_ > inner;
-    float* out = row + up_;
-#pragma omp simd
-    for (int j = 0; j < inner; ++j) {
-      const float g = row[j];
-      out[j] = g / (1.0f + std::exp(-g)) * (gated ? row[inner + j] : 1.0f);
-    }
-  }
+  float* tensor(std::int64_t bytes, const char* what) { return static_cast<float*>(allocator_.allocate(bytes, what)); }
 
   struct Layer {
     float *qkv = nullptr, *o = nullptr, *up = nullptr, *down = nullptr;
   };
-  const Scenario& s_;
   const ModelSpec& m_;
   CachingAllocator& allocator_;
-  HostKernels& kernels_;
+  ServingKernels& kernels_;
   int q_ = 0, kv_ = 0, up_ = 0, width_ = 0;
   float* weights_ = nullptr;
   float* lm_head_ = nullptr;
@@ -302,47 +223,43 @@ class HostModel {
   std::uint8_t* pool_ = nullptr;
   std::int64_t pool_bytes_ = 0;
   std::vector<std::int64_t> slots_;
-  std::vector<int> positions_;
-  std::vector<float> rope_cos_, rope_sin_;  ///< [max_model_len, head_dim / 2]
+  std::vector<std::int32_t> positions_;
   std::vector<std::int32_t> tables_, context_;
-  std::vector<float> k_new_, v_new_, query_, attended_;
-  int sampled_ = 0;
+  std::vector<int> sampled_;
 };
 
 }  // namespace
 
-void require_host_serving_support(const Scenario& s) {
+void require_serving_support(const Scenario& s) {
   const Inference& inf = *s.inference;
   if (inf.serving.replicas != 1 || inf.serving.tensor_parallel != 1 || inf.serving.pipeline_parallel != 1) {
-    throw Unsupported("the host serving engine runs one replica without tensor or pipeline parallelism");
+    throw Unsupported("the serving engine runs one replica without tensor or pipeline parallelism");
   }
   if (inf.weight_dtype != WeightDtype::fp32) {
-    throw Unsupported("the host device computes in fp32 (OpenBLAS sgemm): set inference.weights.dtype: fp32");
+    throw Unsupported("the serving engine computes in fp32 (sgemm): set inference.weights.dtype: fp32");
   }
-  if (s.model.experts > 1) throw Unsupported("the host serving engine runs dense models, not mixture-of-experts");
+  if (s.model.experts > 1) throw Unsupported("the serving engine runs dense models, not mixture-of-experts");
   if (inf.serving.prefix_caching && inf.workload.shared_prefix_groups > 0) {
-    throw Unsupported("the host serving engine does not share prefix blocks yet; prefix caching is simulated only");
+    throw Unsupported("the serving engine does not share prefix blocks yet; prefix caching is simulated only");
   }
   if (!s.model.architecture_known) throw Unsupported("serving on a device needs the model's architecture");
   kv_format(s);
 }
 
-HostServing serve_on_host(const Scenario& s) {
-  require_host_serving_support(s);
+ServingMeasurement serve_on_device(const Scenario& s, ServingDevice& device) {
+  require_serving_support(s);
   using Clock = std::chrono::steady_clock;
   const Inference& inf = *s.inference;
-  use_one_core();
   const ServingMemory memory = serving_memory(s);
-  HostKernels kernels;
-  CachingAllocator allocator(s.cluster.gpu.memory.count(), host_device_memory());
-  HostServing out;
-  out.runtime_bytes = resident_bytes();
-  reset_peak_resident();
+  CachingAllocator allocator(s.cluster.gpu.memory.count(), device.memory.raw);
+  ServingMeasurement out;
+  out.runtime_bytes = device.memory.in_use();
+  device.memory.reset_peak();
   out.run = start_serving_run(generate_requests(inf, s.seed));
   ServingRun& run = out.run;
   run.capacity_blocks = memory.capacity_blocks;
   {
-    HostModel model(s, allocator, kernels, memory.capacity_blocks, memory.weights.count());
+    DeviceModel model(s, allocator, *device.kernels, memory.capacity_blocks, memory.weights.count());
     out.weights_bytes = memory.weights.count();
     out.kv_pool_bytes = model.pool_bytes();
     const auto kv = make_kv_compressor(inf.kv_cache.compression, serving_kv_shape(s));
@@ -378,7 +295,7 @@ HostServing serve_on_host(const Scenario& s) {
       }
       blocks.sync(scheduler.running());
       const double started = now();
-      if (it->swap_out_bytes + it->swap_in_bytes > 0) kernels.memcopy(it->swap_out_bytes + it->swap_in_bytes);
+      if (it->swap_out_bytes + it->swap_in_bytes > 0) device.kernels->swap(it->swap_out_bytes + it->swap_in_bytes);
       model.forward(*it, blocks);
       scheduler.complete(*it, started, now());
     }
@@ -386,7 +303,7 @@ HostServing serve_on_host(const Scenario& s) {
     run.last_arrival_s = closed_loop || total == 0 ? run.makespan_s : run.requests.back().arrival_s;
   }
   out.allocator = allocator.stats();
-  out.peak_resident_bytes = peak_resident_bytes();
+  out.peak_bytes = device.memory.peak();
   return out;
 }
 

@@ -1,0 +1,104 @@
+#include "hw/host/host_serving_kernels.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace memtwin::hw {
+
+void HostServingKernels::gemm(int rows, int cols, int inner, const float* a, int lda, const float* b, int ldb, float beta,
+                              float* c, int ldc) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, cols, inner, 1.0f, a, lda, b, ldb, beta, c, ldc);
+}
+
+void HostServingKernels::fill(float* x, std::int64_t count, float value) { std::fill(x, x + count, value); }
+
+void HostServingKernels::rms_norm(const float* in, float* out, int tokens, int hidden) {
+  for (int t = 0; t < tokens; ++t) {
+    const float* x = in + static_cast<std::ptrdiff_t>(t) * hidden;
+    float* y = out + static_cast<std::ptrdiff_t>(t) * hidden;
+    float squares = 0;
+#pragma omp simd reduction(+ : squares)
+    for (int j = 0; j < hidden; ++j) squares += x[j] * x[j];
+    const float scale = 1.0f / std::sqrt(squares / static_cast<float>(hidden) + 1e-5f);
+#pragma omp simd
+    for (int j = 0; j < hidden; ++j) y[j] = x[j] * scale;
+  }
+}
+
+void HostServingKernels::rotary(float* rows, int tokens, int row_stride, int heads, int head_dim,
+                                const std::int32_t* positions) {
+  const int half = head_dim / 2;
+  int needed = 0;
+  for (int t = 0; t < tokens; ++t) needed = std::max(needed, positions[t] + 1);
+  if (head_dim != rope_dim_) {
+    rope_dim_ = head_dim;
+    rope_cos_.clear();
+    rope_sin_.clear();
+  }
+  for (int p = static_cast<int>(rope_cos_.size()) / std::max(half, 1); p < needed; ++p) {  // the tables grow to the positions seen
+    for (int j = 0; j < half; ++j) {
+      const double angle = p * std::pow(10000.0, -2.0 * j / head_dim);
+      rope_cos_.push_back(static_cast<float>(std::cos(angle)));
+      rope_sin_.push_back(static_cast<float>(std::sin(angle)));
+    }
+  }
+  for (int t = 0; t < tokens; ++t) {
+    const float* cos = rope_cos_.data() + static_cast<std::ptrdiff_t>(positions[t]) * half;
+    const float* sin = rope_sin_.data() + static_cast<std::ptrdiff_t>(positions[t]) * half;
+    float* row = rows + static_cast<std::ptrdiff_t>(t) * row_stride;
+    for (int head = 0; head < heads; ++head) {
+      float* x = row + static_cast<std::ptrdiff_t>(head) * head_dim;
+#pragma omp simd
+      for (int j = 0; j < half; ++j) {
+        const float a = x[j], b = x[j + half];
+        x[j] = a * cos[j] - b * sin[j];
+        x[j + half] = a * sin[j] + b * cos[j];
+      }
+    }
+  }
+}
+
+void HostServingKernels::activation(float* rows, int tokens, int row_stride, int inner, bool gated) {
+  for (int t = 0; t < tokens; ++t) {
+    float* row = rows + static_cast<std::ptrdiff_t>(t) * row_stride;
+    float* out = row + (gated ? 2 : 1) * inner;
+#pragma omp simd
+    for (int j = 0; j < inner; ++j) {
+      const float g = row[j];
+      out[j] = g / (1.0f + std::exp(-g)) * (gated ? row[inner + j] : 1.0f);
+    }
+  }
+}
+
+void HostServingKernels::copy_rows(const float* src, int src_stride, float* dst, int dst_stride, int rows, int cols) {
+  for (int r = 0; r < rows; ++r) {
+    std::copy(src + static_cast<std::ptrdiff_t>(r) * src_stride, src + static_cast<std::ptrdiff_t>(r) * src_stride + cols,
+              dst + static_cast<std::ptrdiff_t>(r) * dst_stride);
+  }
+}
+
+void HostServingKernels::write_paged(const float* values, const std::int64_t* slot_mapping, int tokens,
+                                     const kernels::PagedShape& shape, std::uint8_t* cache) {
+  kernels::write_paged(values, slot_mapping, tokens, shape, cache);
+}
+
+void HostServingKernels::decode_attention(const kernels::DecodeAttentionArgs& a) { kernels::decode_attention(a); }
+
+void HostServingKernels::prefill_attention(std::int64_t queries, std::int64_t keys, int head_dim, int heads) {
+  kernels_.gemm({queries, keys, head_dim, heads});
+  kernels_.gemm({queries, head_dim, keys, heads});
+}
+
+void HostServingKernels::argmax_rows(const float* x, int rows, int cols, std::vector<int>& out) {
+  out.resize(static_cast<std::size_t>(rows));
+  for (int r = 0; r < rows; ++r) {
+    const float* row = x + static_cast<std::ptrdiff_t>(r) * cols;
+    out[static_cast<std::size_t>(r)] = static_cast<int>(std::max_element(row, row + cols) - row);
+  }
+}
+
+void HostServingKernels::swap(std::int64_t bytes) { kernels_.memcopy(static_cast<double>(bytes)); }
+
+}  // namespace memtwin::hw

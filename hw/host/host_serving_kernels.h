@@ -1,0 +1,36 @@
+#pragma once
+// The serving engine's kernels on the host device (hw/serving_kernels.h): OpenBLAS sgemm with the
+// model's shapes, the CPU KV kernels, and the blocks' norms, rotary embedding and activation as
+// plain loops the compiler vectorises. Host memory is device memory here, so metadata is read in
+// place and nothing needs synchronising.
+#include <vector>
+
+#include "hw/host/host_kernels.h"
+#include "hw/serving_kernels.h"
+
+namespace memtwin::hw {
+
+class HostServingKernels final : public ServingKernels {
+ public:
+  void gemm(int rows, int cols, int inner, const float* a, int lda, const float* b, int ldb, float beta, float* c,
+            int ldc) override;
+  void fill(float* x, std::int64_t count, float value) override;
+  void rms_norm(const float* in, float* out, int tokens, int hidden) override;
+  void rotary(float* rows, int tokens, int row_stride, int heads, int head_dim, const std::int32_t* positions) override;
+  void activation(float* rows, int tokens, int row_stride, int inner, bool gated) override;
+  void copy_rows(const float* src, int src_stride, float* dst, int dst_stride, int rows, int cols) override;
+  void write_paged(const float* values, const std::int64_t* slot_mapping, int tokens, const kernels::PagedShape& shape,
+                   std::uint8_t* cache) override;
+  void decode_attention(const kernels::DecodeAttentionArgs& a) override;
+  void prefill_attention(std::int64_t queries, std::int64_t keys, int head_dim, int heads) override;
+  void argmax_rows(const float* x, int rows, int cols, std::vector<int>& out) override;
+  void swap(std::int64_t bytes) override;
+  void synchronize() override {}
+
+ private:
+  HostKernels kernels_;                   ///< attention products and swap copies over its workspace
+  int rope_dim_ = 0;                      ///< head_dim the tables are for
+  std::vector<float> rope_cos_, rope_sin_;  ///< [positions, head_dim / 2], grown on demand
+};
+
+}  // namespace memtwin::hw

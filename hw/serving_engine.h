@@ -1,0 +1,51 @@
+#pragma once
+// A serving engine on a device: the scenario's model with real (fp32) weights and a real paged KV
+// cache in device memory, driven by the same continuous-batching scheduler the simulator runs
+// (models/serving/batch_scheduler.h), with requests released at their arrival times on the wall
+// clock. Each iteration runs, per layer, the batch's GEMMs (the model's shapes), writes the new
+// tokens' K and V into the paged cache in the compressor's format, decode attention over the paged
+// cache (kernels/, fp16, fp8 or int8/int4/int2 group quantisation), prefill attention's per-head
+// products over the chunk and its prefix; then the output head for the sequences producing a
+// token; each block has its norms, rotary embedding, residual adds and gated activation. Swap
+// preemption moves the blocks' bytes over the host link. What the result reports is measured:
+// token times from the wall clock, memory from the allocator and the device.
+//
+// The device is a ServingKernels (hw/serving_kernels.h: the host's OpenBLAS and CPU kernels, or
+// CUDA's cuBLAS and kernels/cuda) with its raw memory and its own view of memory in use.
+// Supported: one replica, no tensor or pipeline parallelism, fp32 weights, KV compression none
+// (16-bit or fp8) or int8/int4/int2 (head_dim 64, 128 or 256). Anything else throws Unsupported
+// naming it.
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "hw/caching_allocator.h"
+#include "hw/serving_kernels.h"
+#include "models/scenario.h"
+#include "models/serving/serving_run.h"
+
+namespace memtwin::hw {
+
+/// What a serving run executes on.
+struct ServingDevice {
+  std::unique_ptr<ServingKernels> kernels;
+  DeviceMemory memory;
+  std::string description;
+};
+
+struct ServingMeasurement {
+  ServingRun run;
+  CachingAllocator::Stats allocator;
+  std::int64_t peak_bytes = 0;     ///< the device's peak in use (the process's VmHWM on the host)
+  std::int64_t runtime_bytes = 0;  ///< in use before the model's tensors
+  std::int64_t weights_bytes = 0, kv_pool_bytes = 0;
+};
+
+/// Throws Unsupported naming what the serving engine cannot run in this scenario.
+void require_serving_support(const Scenario& scenario);
+
+/// Serves the scenario's workload on the device. The scenario must fit in memory
+/// (serving_memory(scenario).fits); the caller reports it otherwise.
+ServingMeasurement serve_on_device(const Scenario& scenario, ServingDevice& device);
+
+}  // namespace memtwin::hw

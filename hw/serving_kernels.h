@@ -1,0 +1,55 @@
+#pragma once
+// What the serving engine's forward pass (hw/serving_engine.cpp) needs from a device: the model's
+// GEMMs and its memory-bound kernels, the paged KV cache's write and decode attention, greedy
+// sampling. The host device implements it with OpenBLAS and the CPU kernels
+// (hw/host/host_serving_kernels.h), the CUDA device with cuBLAS and kernels/cuda
+// (hw/cuda/cuda_serving.cu).
+//
+// Contract: tensors (`float*`, caches) are device memory from the run's caching allocator; the
+// per-iteration metadata (slot mappings, positions, block tables, context lengths) is host memory
+// and the implementation moves it where its kernels read it. Calls run in order; `argmax_rows` and
+// `synchronize` return only when everything before them is done (the engine reads the clock
+// after them). Misuse throws std::invalid_argument, a device failure std::runtime_error naming
+// the call.
+#include <cstdint>
+#include <vector>
+
+#include "kernels/kv_kernels.h"
+
+namespace memtwin::hw {
+
+class ServingKernels {
+ public:
+  virtual ~ServingKernels() = default;
+  /// C = A B + beta C, row-major: A [rows, inner] (leading dimension lda), B [inner, cols] (ldb),
+  /// C [rows, cols] (ldc).
+  virtual void gemm(int rows, int cols, int inner, const float* a, int lda, const float* b, int ldb, float beta, float* c,
+                    int ldc) = 0;
+  virtual void fill(float* x, std::int64_t count, float value) = 0;
+  /// RMSNorm with unit weights of each of `tokens` rows of `hidden` floats.
+  virtual void rms_norm(const float* in, float* out, int tokens, int hidden) = 0;
+  /// Rotary position embedding (rotate-half form, base 10000) of the first `heads` slices of
+  /// head_dim floats in each of `tokens` rows `row_stride` apart; positions[tokens] (host).
+  virtual void rotary(float* rows, int tokens, int row_stride, int heads, int head_dim, const std::int32_t* positions) = 0;
+  /// SiLU(gate) x up (or SiLU alone when not gated) of each row: gate = row[0, inner), up =
+  /// row[inner, 2 inner) when gated; the result goes to row[up_width, up_width + inner), where
+  /// up_width is 2 inner gated or inner ungated.
+  virtual void activation(float* rows, int tokens, int row_stride, int inner, bool gated) = 0;
+  /// dst row r [0, cols) = src row r [0, cols), for `rows` rows of the given strides.
+  virtual void copy_rows(const float* src, int src_stride, float* dst, int dst_stride, int rows, int cols) = 0;
+  /// kernels::write_paged; slot_mapping[tokens] is host memory.
+  virtual void write_paged(const float* values, const std::int64_t* slot_mapping, int tokens,
+                           const kernels::PagedShape& shape, std::uint8_t* cache) = 0;
+  /// kernels::decode_attention; a.block_tables and a.context_lens are host memory.
+  virtual void decode_attention(const kernels::DecodeAttentionArgs& a) = 0;
+  /// Prefill attention's products for a chunk of `queries` against `keys` (per head: QK^T then
+  /// PV), as the iteration model counts them.
+  virtual void prefill_attention(std::int64_t queries, std::int64_t keys, int head_dim, int heads) = 0;
+  /// The index of each row's largest value (greedy sampling), into out[rows].
+  virtual void argmax_rows(const float* x, int rows, int cols, std::vector<int>& out) = 0;
+  /// Moves `bytes` over the host link and back, as swap preemption does.
+  virtual void swap(std::int64_t bytes) = 0;
+  virtual void synchronize() = 0;
+};
+
+}  // namespace memtwin::hw
