@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The measuring half of the GPU check for a device machine that cannot build memtwin: run with the
-# bundle of scripts/gpu/device-bundle.sh carried along (device `carry: ["build/device-bundle"]`).
+# bundle of scripts/gpu/device-bundle.sh carried along (device `carry: ["build/device-bundle.tgz"]`).
 # Writes result.json files under OUT (default ./gpu-results/measured): a training step of the 0.9B
 # Llama on the GPU (--device cuda), the host serving scenarios on the host device, and the 0.9B
 # model served on the GPU (scenarios/gpu/, fp16 and int4 KV). Back on a machine
@@ -9,6 +9,8 @@
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 bundle="${BUNDLE:-$root/build/device-bundle}"
+# A device call carries the compressed bundle (build/device-bundle.tgz): unpack it next to itself.
+if [ ! -d "$bundle" ] && [ -f "$bundle.tgz" ]; then tar xzf "$bundle.tgz" -C "$(dirname "$bundle")"; fi
 out="${OUT:-$root/gpu-results}/measured"
 mkdir -p "$out"
 export LD_LIBRARY_PATH="$bundle/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}"
