@@ -89,6 +89,9 @@ struct Efficiency {
   [[nodiscard]] double wave_utilization(std::int64_t m, std::int64_t n, int sms) const;
 };
 
+/// The KV formats a decode-attention or cache-write kernel reads (`cluster.kernels.*.FORMAT`).
+inline constexpr const char* kKvKernelFormats[] = {"fp16", "fp8", "int8", "int4", "int2"};
+
 struct Cluster {
   int nodes = 1;
   int gpus_per_node = 1;

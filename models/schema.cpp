@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "models/enums.h"
+#include "models/scenario.h"
 
 namespace memtwin {
 namespace {
@@ -137,7 +138,7 @@ void declare_cluster(Table& t) {
   t.add("cluster.efficiency.gemm_memory", K::number, none,
         "achieved fraction of peak memory bandwidth when a GEMM is memory-bound (decode: weights read by a few rows)")
       .above(0).at_most(1).derived("efficiency.memory");
-  for (const char* format : {"fp16", "int8", "int4", "int2"}) {
+  for (const char* format : kKvKernelFormats) {
     t.add(std::string("cluster.kernels.decode_attention.") + format, K::number, none,
           std::string("measured decode-attention kernel throughput over a ") + format +
               " KV cache: cached K and V elements per second per GPU (memtwin calibrate)")

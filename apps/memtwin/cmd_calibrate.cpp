@@ -9,6 +9,7 @@
 #include "apps/memtwin/commands.h"
 #include "apps/memtwin/options.h"
 #include "apps/memtwin/rank_launcher.h"
+#include "hw/cuda/cuda_device.h"
 #include "hw/host/host_calibration.h"
 #include "hw/host/mpi_collectives.h"
 #include "models/unit_parse.h"
@@ -24,35 +25,38 @@ std::string number(const char* format, double v) {
   return buf;
 }
 
-std::string calibration_yaml(const hw::HostCalibration& c, double min_seconds) {
+std::string calibration_yaml(const hw::DeviceCalibration& c, const std::string& command) {
   std::ostringstream y;
   const std::time_t now = std::time(nullptr);
   char date[32];
   std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
-  y << "# memtwin calibration: memtwin calibrate --device host --ranks " << c.ranks << " --min-time " << min_seconds
-    << " (" << date << ")\n"
-    << "# Every rank measured at once, one OpenBLAS thread each; figures are the slowest rank's.\n"
-    << "device: host CPU " << c.cpu << ", " << c.ranks << " rank(s)\n"
+  y << "# memtwin calibration: " << command << " (" << date << ")\n"
+    << "# " << c.method << "\n"
+    << "device: " << c.device << "\n"
     << "gpu:\n"
-    << "  flops: {fp32: " << number("%.4g", c.gemm_best_flops / 1e9) << "GFLOPS}   # best sgemm rate over transformer shapes\n"
-    << "  hbm_bandwidth: " << number("%.4g", c.stream_bytes_per_s / 1e9) << "GB/s   # streaming traffic (read + write) per rank\n"
+    << "  flops: {" << c.gemm_precision << ": " << number("%.4g", c.gemm_best_flops / 1e9) << "GFLOPS";
+  if (c.fp32_flops > 0) y << ", fp32: " << number("%.4g", c.fp32_flops / 1e9) << "GFLOPS";
+  y << "}   # best GEMM rates over transformer shapes\n"
+    << "  hbm_bandwidth: " << number("%.4g", c.stream_bytes_per_s / 1e9) << "GB/s   # device memory traffic (read + write) per rank\n"
     << "efficiency:\n"
-    << "  gemm: " << number("%.3f", c.gemm_median_flops / c.gemm_best_flops) << "   # median sgemm rate / best\n"
-    << "  gemm_by_rows:   # median sgemm rate / best, by the rows (tokens) multiplied\n";
+    << "  gemm: " << number("%.3f", c.gemm_median_flops / c.gemm_best_flops) << "   # median GEMM rate / best\n"
+    << "  gemm_by_rows:   # median GEMM rate / best, by the rows (tokens) multiplied\n";
   for (const auto& [rows, rate] : c.gemm_median_by_rows) y << "    " << rows << ": " << number("%.3f", rate / c.gemm_best_flops) << "\n";
   y
     << "  attention: " << number("%.3f", std::min(1.0, c.attention_median_flops / c.gemm_best_flops))
-    << "   # median rate of per-head score and value products / best sgemm\n"
-    << "  memory: 1   # hbm_bandwidth above is the measured streaming rate itself\n"
+    << "   # median rate of per-head score and value products / best GEMM\n"
+    << "  memory: 1   # hbm_bandwidth above is the measured rate itself\n"
     << "  gemm_memory: " << number("%.3f", std::min(1.0, c.weight_streaming_bytes_per_s / c.stream_bytes_per_s))
-    << "   # memory-bound GEMMs (batch 1-8) read weights at this fraction of it (OpenBLAS packs them)\n"
+    << "   # memory-bound GEMMs (batch 1-8) read weights at this fraction of it\n"
     << "host:\n"
-    << "  pcie_bandwidth: " << number("%.4g", c.copy_bytes_per_s / 1e9) << "GB/s   # a host-device \"PCIe\" copy is a memcpy\n"
-    << "  cpu_adam_params_per_s: " << number("%.4g", c.adam_params_per_s * c.ranks) << "   # per node: per-rank Adam rate x ranks\n";
+    << "  pcie_bandwidth: " << number("%.4g", c.copy_bytes_per_s / 1e9) << "GB/s   # " << c.copy_method << "\n";
+  if (c.adam_params_per_s > 0) {
+    y << "  cpu_adam_params_per_s: " << number("%.4g", c.adam_params_per_s * c.ranks) << "   # per node: per-rank Adam rate x ranks\n";
+  }
   if (c.ranks > 1) {
     y << "intra_node:\n"
       << "  bandwidth: " << number("%.4g", c.collective_bus_bytes_per_s / 1e9)
-      << "GB/s   # MPI all-gather bus bandwidth (nccl-tests' busbw) at the largest size\n"
+      << "GB/s   # all-gather bus bandwidth (nccl-tests' busbw) at the largest size\n"
       << "  latency: " << number("%.4g", c.collective_step_latency_s * 1e6) << "us   # per ring step, from the smallest all-gather\n";
   }
   y << "kernels:\n  decode_attention:   # cached K and V elements per second, by the batch's cached bytes\n";
@@ -65,12 +69,13 @@ std::string calibration_yaml(const hw::HostCalibration& c, double min_seconds) {
   y << "  kv_write:   # new tokens' K and V elements quantised and written into the paged cache per second\n";
   for (const auto& d : c.kv_write) y << "    " << d.what << ": " << number("%.4g", d.rate) << "\n";
   y << "runtime:\n"
-    << "  cuda_context: " << format_bytes(Bytes(c.runtime_bytes))
-    << "   # resident memory of a rank ready to run: process, MPI, kernel workspace, staging buffers\n"
-    << "  nccl_buffers: 0B   # MPI's staging buffers are counted above\n"
-    << "  framework_overhead: 0B\n"
-    << "  cuda_graph_pool: 0B\n"
-    << "# measurements (size, seconds per call, rate):\n";
+    << "  cuda_context: " << format_bytes(Bytes(c.runtime_bytes)) << "   # " << c.runtime_method << "\n";
+  if (c.host_device) {
+    y << "  nccl_buffers: 0B   # the collectives' staging buffers are counted above\n"
+      << "  framework_overhead: 0B\n"
+      << "  cuda_graph_pool: 0B\n";
+  }
+  y << "# measurements (size, seconds per call, rate):\n";
   auto samples = [&](const char* what, const std::vector<hw::RateSample>& v, double unit, const char* unit_name) {
     for (const auto& s : v)
       y << "#   " << what << " " << s.what << ": " << number("%.4g", s.seconds * 1e3) << " ms, "
@@ -90,29 +95,31 @@ int cmd_calibrate(const Args& args) {
   po::options_description options("options");
   po::positional_options_description positional;
   options.add_options()
-      ("device", po::value<std::string>()->default_value("host"), "device to measure: host (cuda: scripts/gpu/probe.sh)")
-      ("ranks", po::value<int>()->default_value(2), "ranks measured at once (one per \"GPU\" of the scenarios to check)")
+      ("device", po::value<std::string>()->default_value("host"), "device to measure: host or cuda")
+      ("ranks", po::value<int>()->default_value(2), "host: ranks measured at once (one per \"GPU\" of the scenarios to check); cuda: 1")
       ("min-time", po::value<double>()->default_value(0.2), "least seconds each timed measurement runs")
       ("out", po::value<std::string>(), "calibration file to write (YAML)");
   auto vm = parse_args(args, options, positional,
-                       "usage: memtwin calibrate --device host [--ranks N] [--min-time S] --out FILE.yaml\n\n"
-                       "Measures GEMM and attention throughput, memory and copy bandwidth, Adam's update rate\n"
-                       "and MPI collective bandwidth the nccl-tests way (warm-up, timed repeats, correctness\n"
-                       "count), with every rank busy at once, and writes a calibration file; scenarios use it\n"
-                       "with `cluster.calibration: FILE.yaml`.");
+                       "usage: memtwin calibrate --device host|cuda [--ranks N] [--min-time S] --out FILE.yaml\n\n"
+                       "Measures GEMM and attention throughput, memory and copy bandwidth, the KV kernels,\n"
+                       "Adam's update rate and collective bandwidth the nccl-tests way (warm-up, timed\n"
+                       "repeats, correctness count), with every rank busy at once, and writes a calibration\n"
+                       "file; scenarios use it with `cluster.calibration: FILE.yaml`.");
   if (!vm) return kOk;
   const std::string device = (*vm)["device"].as<std::string>();
-  if (device == "cuda") {
-    throw UsageError("GPU calibration runs from scripts/gpu/probe.sh and scripts/gpu/calibration_from_probe.py "
-                     "(see calib/h200.yaml); memtwin calibrate measures --device host");
-  }
-  if (device != "host") throw UsageError("unknown device '" + device + "'; devices: host");
+  if (device != "host" && device != "cuda") throw UsageError("unknown device '" + device + "'; devices: host, cuda");
   if (!vm->count("out")) throw UsageError("--out FILE.yaml is required");
-  const int ranks = (*vm)["ranks"].as<int>();
+  const int ranks = device == "cuda" && (*vm)["ranks"].defaulted() ? 1 : (*vm)["ranks"].as<int>();
   const double min_seconds = (*vm)["min-time"].as<double>();
   if (ranks < 1) throw UsageError("--ranks must be at least 1");
+  if (device == "cuda" && ranks != 1) {
+    throw UsageError("--device cuda calibrates one GPU (--ranks 1); collectives between GPUs are not measured yet "
+                     "(scripts/gpu/probe.sh measures an NCCL communicator's memory)");
+  }
   if (!(min_seconds > 0)) throw UsageError("--min-time must be positive");
   const std::string out = (*vm)["out"].as<std::string>();
+  const std::string command = "memtwin calibrate --device " + device + " --ranks " + std::to_string(ranks) + " --min-time " +
+                              number("%g", min_seconds);
 
   if (!under_mpi_launcher() && ranks > 1) {
     Launched run = launch_ranks(ranks, {"calibrate", "--device", device, "--ranks", std::to_string(ranks), "--min-time",
@@ -120,13 +127,14 @@ int cmd_calibrate(const Args& args) {
     std::cout << run.out;
     return run.exit_code;
   }
-  const hw::HostCalibration c = hw::calibrate_host(min_seconds);
+  const hw::DeviceCalibration c = device == "cuda" ? hw::cuda_device().calibrate(hw::cuda_device().select_device(), min_seconds)
+                                                    : hw::calibrate_host(min_seconds);
   if (hw::MpiSession::get().rank != 0) return kOk;
   std::ofstream file(out);
-  file << calibration_yaml(c, min_seconds);
+  file << calibration_yaml(c, command);
   if (!file) throw std::runtime_error("cannot write " + out);
-  std::cout << "wrote " << out << ": " << c.ranks << " rank(s) on " << c.cpu << "\n"
-            << "  sgemm best " << number("%.1f", c.gemm_best_flops / 1e9) << " GFLOP/s, median "
+  std::cout << "wrote " << out << ": " << c.device << "\n"
+            << "  " << c.gemm_precision << " GEMM best " << number("%.1f", c.gemm_best_flops / 1e9) << " GFLOP/s, median "
             << number("%.1f", c.gemm_median_flops / 1e9) << "; attention median " << number("%.1f", c.attention_median_flops / 1e9)
             << " GFLOP/s\n"
             << "  memory stream " << number("%.2f", c.stream_bytes_per_s / 1e9) << " GB/s, copy "

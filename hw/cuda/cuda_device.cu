@@ -317,6 +317,6 @@ std::unique_ptr<Collectives> make_nccl_collectives(const Plan& plan, int rank, i
 extern "C" const memtwin::hw::CudaDeviceApi* memtwin_cuda_device_api() {
   using namespace memtwin::hw;
   static const CudaDeviceApi api{select_cuda_device, make_cuda_kernels, cuda_memory, cuda_memory_in_use,
-                                 make_nccl_collectives, make_cuda_serving_kernels};
+                                 make_nccl_collectives, make_cuda_serving_kernels, calibrate_cuda};
   return &api;
 }

@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "hw/caching_allocator.h"
+#include "hw/calibration.h"
 #include "hw/device.h"
 #include "hw/serving_kernels.h"
 #include "models/enums.h"
@@ -34,10 +35,14 @@ struct CudaDeviceApi {
   std::unique_ptr<Collectives> (*make_collectives)(const Plan& plan, int rank, int device);
   /// The serving engine's kernels on this GPU (hw/cuda/cuda_serving.cu).
   std::unique_ptr<ServingKernels> (*make_serving_kernels)(int device);
+  /// `memtwin calibrate --device cuda`: this GPU's microbenchmarks (hw/cuda/cuda_calibration.cu),
+  /// each timed measurement running at least `min_seconds`.
+  DeviceCalibration (*calibrate)(int device, double min_seconds);
 };
 
-/// Defined in cuda_serving.cu, part of the module.
+/// Defined in cuda_serving.cu and cuda_calibration.cu, part of the module.
 std::unique_ptr<ServingKernels> make_cuda_serving_kernels(int device);
+DeviceCalibration calibrate_cuda(int device, double min_seconds);
 
 /// Loads the module on first use. Throws Unsupported when it is not there (built without nvcc) or
 /// cannot be loaded (no CUDA libraries on this machine), naming why.

@@ -64,13 +64,6 @@ double seconds_per_collective(F&& run, double min_seconds) {
   return slowest(elapsed(start) / static_cast<double>(calls));
 }
 
-double median_rate(const std::vector<RateSample>& v) {
-  std::vector<double> rates;
-  for (const auto& s : v) rates.push_back(s.rate);
-  std::sort(rates.begin(), rates.end());
-  return rates.empty() ? 0 : rates[rates.size() / 2];
-}
-
 std::string cpu_model() {
   std::ifstream info("/proc/cpuinfo");
   for (std::string line; std::getline(info, line);) {
@@ -84,12 +77,16 @@ std::string cpu_model() {
 
 }  // namespace
 
-HostCalibration calibrate_host(double min_seconds) {
+DeviceCalibration calibrate_host(double min_seconds) {
   MpiSession& mpi = MpiSession::get();
   use_one_core();
-  HostCalibration c;
+  DeviceCalibration c;
   c.ranks = mpi.size;
-  c.cpu = cpu_model();
+  c.device = "host CPU " + cpu_model() + ", " + std::to_string(mpi.size) + " rank(s)";
+  c.method = "Every rank measured at once, one OpenBLAS thread each; figures are the slowest rank's.";
+  c.copy_method = "a host-device \"PCIe\" copy is a memcpy";
+  c.host_device = true;
+  c.runtime_method = "resident memory of a rank ready to run: process, MPI, kernel workspace, staging buffers";
   HostKernels kernels;
 
   // GEMMs of transformer layers: tokens x (hidden -> hidden, hidden -> MLP, MLP -> hidden,
@@ -143,8 +140,9 @@ HostCalibration calibrate_host(double min_seconds) {
   // The decode-attention kernel the serving engine runs, per KV format, over batches whose cached
   // K and V range from cache-resident (1 MiB of fp16) to DRAM-bound (64 MiB): 8 KV heads of 128
   // channels, one query per sequence.
-  for (auto [element, format] : {std::pair{kernels::KvElement::fp16, "fp16"}, {kernels::KvElement::int8, "int8"},
-                                 {kernels::KvElement::int4, "int4"}, {kernels::KvElement::int2, "int2"}}) {
+  for (auto [element, format] : {std::pair{kernels::KvElement::fp16, "fp16"}, {kernels::KvElement::fp8, "fp8"},
+                                 {kernels::KvElement::int8, "int8"}, {kernels::KvElement::int4, "int4"},
+                                 {kernels::KvElement::int2, "int2"}}) {
     constexpr int kv_heads = 8, head_dim = 128;
     kernels::PagedShape shape;
     shape.block_size = 16;

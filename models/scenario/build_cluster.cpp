@@ -101,7 +101,7 @@ Cluster build_cluster(const ParamValues& v) {
   c.efficiency.tile_columns = v.int32("cluster.efficiency.gemm_tile_columns");
   c.efficiency.gemm_memory =
       v.given("cluster.efficiency.gemm_memory") ? v.number("cluster.efficiency.gemm_memory") : c.efficiency.memory;
-  for (const char* format : {"fp16", "int8", "int4", "int2"}) {
+  for (const char* format : kKvKernelFormats) {
     const std::string key = std::string("cluster.kernels.decode_attention.") + format;
     if (v.given(key)) c.decode_attention_elements_per_s[format] = v.number(key);
     const std::string write = std::string("cluster.kernels.kv_write.") + format;

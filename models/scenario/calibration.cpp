@@ -75,7 +75,7 @@ void apply_calibration(const std::string& path, const ParamValues& scenario, Clu
       {"intra_node.bandwidth", {"cluster.intra_node.bandwidth", bandwidth(c.intra_node.bandwidth)}},
       {"intra_node.latency", {"cluster.intra_node.latency", measured(parse_duration, c.intra_node.latency)}},
   };
-  for (const char* format : {"fp16", "int8", "int4", "int2"}) {
+  for (const char* format : kKvKernelFormats) {
     for (auto [kernel, rates] : {std::pair{"decode_attention", &c.decode_attention_elements_per_s},
                                  {"kv_write", &c.kv_write_elements_per_s}}) {
       const std::string key = std::string("kernels.") + kernel + "." + format;

@@ -29,6 +29,8 @@ for kv in fp16 int4; do
     --out "$out/serve-$kv" > "$out/serve-$kv.txt" 2>&1
   echo "serving $kv (host) exit $?" | tee -a "$out/status.txt"
 done
+timeout 150 "$bin" calibrate --device cuda --out "$out/cuda.yaml" > "$out/cuda-calibration.txt" 2>&1
+echo "cuda calibration exit $?" | tee -a "$out/status.txt"
 for kv in fp16 int4; do
   timeout 120 "$bin" run "$root/scenarios/gpu/serve-0.9b-h200-$kv-kv.yaml" --device cuda --out "$out/gpu-serve-$kv" \
     > "$out/gpu-serve-$kv.txt" 2>&1

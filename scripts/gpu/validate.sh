@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The hardware backend's GPU check, in one go (under 8 minutes), results under OUT (default
-# ./gpu-results/validate): calibrates the GPU (scripts/gpu/probe.sh's device probe turned into a
-# calibration file), then `memtwin validate` of a training step on the GPU (--device cuda:
+# ./gpu-results/validate): calibrates the GPU (memtwin calibrate --device cuda; the device probe's
+# file if that fails), then `memtwin validate` of a training step on the GPU (--device cuda:
 # cuBLAS, cudaMalloc through the caching allocator), of the 0.9B model served on the GPU
 # (scenarios/gpu/, fp16 and int4 KV: cuBLAS and the CUDA KV kernels) and of the serving scenarios
 # on the host device, printing the predicted / measured / error tables. Needs build/memtwin built with nvcc on the PATH (scripts/dev.sh build).
@@ -18,10 +18,17 @@ if [ ! -x "$bin" ] || ldd "$bin" | grep -q "not found"; then
   echo "memtwin is not built or cannot load its libraries: run scripts/dev.sh build on this machine" | tee "$out/status.txt"
   exit 2
 fi
-# 1. Calibration: the device probe (GEMM, copies, PCIe, context and NCCL memory), as a calibration file.
-OUT="$out/probe" timeout 240 "$root/scripts/gpu/probe.sh" > "$out/probe.log" 2>&1
-echo "probe exit $?" | tee -a "$out/status.txt"
-calibration="$out/probe/calibration.yaml"
+# 1. Calibration: memtwin calibrate --device cuda (GEMMs, copies, PCIe, the CUDA KV kernels); the
+# device probe's file (context and NCCL memory, GEMMs, copies) where that fails.
+timeout 150 "$bin" calibrate --device cuda --out "$out/cuda.yaml" > "$out/calibrate.txt" 2>&1
+status=$?
+echo "calibrate (cuda) exit $status" | tee -a "$out/status.txt"
+calibration="$out/cuda.yaml"
+if [ $status -ne 0 ]; then
+  OUT="$out/probe" timeout 120 "$root/scripts/gpu/probe.sh" > "$out/probe.log" 2>&1
+  echo "probe exit $?" | tee -a "$out/status.txt"
+  calibration="$out/probe/calibration.yaml"
+fi
 # 2. A training step on the GPU: the 0.9B Llama of scenarios/validation, bf16, one GPU.
 timeout 150 "$bin" validate "$root/scenarios/validation/torch-llama-0.9b-h200.yaml" --device cuda \
   --set cluster.calibration="$calibration" --out "$out/train" > "$out/train.txt" 2>&1

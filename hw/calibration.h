@@ -1,0 +1,59 @@
+#pragma once
+// A device's calibration, measured the nccl-tests way (warm-up, timed repeats, a correctness
+// count): what `memtwin calibrate` writes into the file the simulator reads
+// (`cluster.calibration: FILE`). The host device measures it in hw/host/host_calibration.cpp, a
+// GPU in the CUDA module (hw/cuda/cuda_calibration.cu), with the kernels and libraries each
+// device's runs use, so that the calibrated simulator and the measured run time the same code.
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace memtwin::hw {
+
+struct RateSample {
+  std::string what;    ///< "gemm 512x1536x512", "all_gather 4 MiB", ...
+  double size = 0;     ///< FLOPs or bytes per call
+  double seconds = 0;  ///< per call, slowest rank
+  double rate = 0;     ///< size / seconds (bus bandwidth for collectives)
+};
+
+struct DeviceCalibration {
+  int ranks = 1;
+  std::string device;                ///< "host CPU <model>", or the GPU's name
+  std::string method;                ///< how it was measured, one line for the file's header
+  std::string gemm_precision = "fp32";  ///< the GEMM samples' precision: the gpu.flops key they set
+  std::vector<RateSample> gemm, attention, collectives;
+  /// Decode attention over a paged cache per KV format and working set: cached K and V elements
+  /// per second (`what` is the format, `size` the cache bytes the batch reads).
+  std::vector<RateSample> decode_attention;
+  /// Paged-cache writes of new tokens (quantise and scatter) per KV format: elements per second.
+  std::vector<RateSample> kv_write;
+  double gemm_best_flops = 0, gemm_median_flops = 0;
+  std::vector<std::pair<int, double>> gemm_median_by_rows;  ///< rows -> median rate over the shapes
+  double attention_median_flops = 0;
+  double fp32_flops = 0;                     ///< best fp32 GEMM rate when the samples are not fp32 (0: none)
+  std::vector<RateSample> weight_streaming;  ///< batch-1..8 GEMMs: weight bytes read per second
+  double weight_streaming_bytes_per_s = 0;   ///< their median
+  double stream_bytes_per_s = 0;    ///< device memory traffic (read + write) per second
+  double copy_bytes_per_s = 0;      ///< over the host link (a memcpy on the host device)
+  std::string copy_method;          ///< how copy_bytes_per_s was measured
+  double adam_params_per_s = 0;     ///< per rank, on the CPU (0: not measured)
+  double collective_bus_bytes_per_s = 0;  ///< all-gather bus bandwidth at the largest size (0: one rank)
+  double collective_step_latency_s = 0;   ///< per ring step, from the smallest size
+  std::int64_t runtime_bytes = 0;   ///< memory in use on a rank ready to run (largest rank)
+  std::string runtime_method;       ///< what runtime_bytes counts
+  bool host_device = false;         ///< the host device: its runtime holds the collectives' buffers too
+  std::int64_t wrong_results = 0;   ///< correctness count over all checks
+};
+
+/// The median of the samples' rates (0 when there are none).
+inline double median_rate(const std::vector<RateSample>& samples) {
+  std::vector<double> rates;
+  for (const auto& s : samples) rates.push_back(s.rate);
+  std::sort(rates.begin(), rates.end());
+  return rates.empty() ? 0 : rates[rates.size() / 2];
+}
+
+}  // namespace memtwin::hw
