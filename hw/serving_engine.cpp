@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <thread>
+#include <map>
 #include <unordered_map>
 
 #include "kernels/kv_kernels.h"
@@ -39,40 +40,66 @@ kernels::KvFormat kv_format(const Scenario& s) {
   return f;
 }
 
-// Physical KV blocks of the pool, handed to sequences as the scheduler grows them.
+// Physical KV blocks of the pool, handed to sequences and to cached shared prefixes as the
+// scheduler grows, shares and evicts them.
 class BlockPool {
  public:
-  explicit BlockPool(std::int64_t blocks) {
+  BlockPool(std::int64_t blocks, const ServingRun& run) : run_(run) {
     for (std::int64_t b = blocks - 1; b >= 0; --b) free_.push_back(static_cast<std::int32_t>(b));
   }
-  /// Makes every running sequence own exactly the blocks the scheduler counts, and releases the
-  /// blocks of sequences that left (finished, preempted or swapped out).
-  void sync(const std::deque<Sequence>& running) {
+  /// Makes every running sequence own exactly the blocks the scheduler counts as its own, and every
+  /// cached prefix hold its blocks; releases those of sequences that left (finished, preempted or
+  /// swapped out) and of prefixes evicted from the GPU.
+  void sync(const std::deque<Sequence>& running, const std::map<int, std::int64_t>& prefixes) {
     std::unordered_map<std::size_t, std::int64_t> want;
     for (const auto& q : running) want[q.record] = q.blocks;
-    for (auto it = owned_.begin(); it != owned_.end();) {
-      auto w = want.find(it->first);
-      const std::int64_t keep = w == want.end() ? 0 : w->second;
+    shrink(owned_, [&](std::size_t record) {
+      auto w = want.find(record);
+      return w == want.end() ? 0 : w->second;
+    });
+    shrink(prefix_, [&](int group) {
+      auto w = prefixes.find(group);
+      return w == prefixes.end() ? 0 : w->second;
+    });
+    for (const auto& [group, blocks] : prefixes) grow(prefix_[group], blocks);
+    for (const auto& [record, blocks] : want) grow(owned_[record], blocks);
+  }
+  /// The sequence's logical blocks: its share of its group's cached prefix, then its own.
+  [[nodiscard]] std::vector<std::int32_t> table(const Sequence& q) const {
+    std::vector<std::int32_t> t;
+    if (q.shared > 0) {
+      const auto& prefix = prefix_.at(run_.requests[q.record].prefix_group);
+      t.assign(prefix.begin(), prefix.begin() + q.shared);
+    }
+    const auto own = owned_.find(q.record);
+    if (own != owned_.end()) t.insert(t.end(), own->second.begin(), own->second.end());
+    return t;
+  }
+
+ private:
+  template <class Map, class Want>
+  void shrink(Map& holders, Want want) {
+    for (auto it = holders.begin(); it != holders.end();) {
+      const std::int64_t keep = want(it->first);
       while (static_cast<std::int64_t>(it->second.size()) > keep) {
         free_.push_back(it->second.back());
         it->second.pop_back();
       }
-      it = it->second.empty() ? owned_.erase(it) : std::next(it);
-    }
-    for (const auto& [record, blocks] : want) {
-      auto& mine = owned_[record];
-      while (static_cast<std::int64_t>(mine.size()) < blocks) {
-        if (free_.empty()) throw std::logic_error("KV block pool exhausted: the scheduler and the pool disagree");
-        mine.push_back(free_.back());
-        free_.pop_back();
-      }
+      it = it->second.empty() ? holders.erase(it) : std::next(it);
     }
   }
-  [[nodiscard]] const std::vector<std::int32_t>& of(std::size_t record) const { return owned_.at(record); }
+  void grow(std::vector<std::int32_t>& blocks, std::int64_t total) {
+    while (static_cast<std::int64_t>(blocks.size()) < total) {
+      if (free_.empty()) throw std::logic_error("KV block pool exhausted: the scheduler and the pool disagree");
+      blocks.push_back(free_.back());
+      free_.pop_back();
+    }
+  }
 
- private:
+  const ServingRun& run_;
   std::vector<std::int32_t> free_;
-  std::unordered_map<std::size_t, std::vector<std::int32_t>> owned_;
+  std::unordered_map<std::size_t, std::vector<std::int32_t>> owned_;  // by request record
+  std::map<int, std::vector<std::int32_t>> prefix_;                   // by prefix group
 };
 
 // The model's tensors and one iteration's forward pass, on the device's kernels.
@@ -130,25 +157,30 @@ class DeviceModel {
     // Where each token's K and V go: decodes first, then the prefill chunks in order.
     slots_.clear();
     positions_.clear();
-    auto place = [&](const Sequence& q, int position) {
-      const auto& owned = blocks.of(q.record);
-      slots_.push_back(static_cast<std::int64_t>(owned.at(static_cast<std::size_t>(position / shape_.block_size))) *
+    auto place = [&](const std::vector<std::int32_t>& table, int position) {
+      slots_.push_back(static_cast<std::int64_t>(table.at(static_cast<std::size_t>(position / shape_.block_size))) *
                            shape_.block_size +
                        position % shape_.block_size);
       positions_.push_back(position);
     };
-    for (const Sequence* q : it.decoding) place(*q, q->prompt + q->generated - 1);
-    for (std::size_t i = 0; i < it.prefilling.size(); ++i)
-      for (int t = 0; t < it.chunks[i]; ++t) place(*it.prefilling[i], it.prefilling[i]->prefilled + t);
+    std::vector<std::vector<std::int32_t>> decode_tables;
+    for (const Sequence* q : it.decoding) {
+      decode_tables.push_back(blocks.table(*q));
+      place(decode_tables.back(), q->prompt + q->generated - 1);
+    }
+    for (std::size_t i = 0; i < it.prefilling.size(); ++i) {
+      const auto table = blocks.table(*it.prefilling[i]);
+      for (int t = 0; t < it.chunks[i]; ++t) place(table, it.prefilling[i]->prefilled + t);
+    }
     // Decode attention's block tables.
     int max_blocks = 1;
-    for (const Sequence* q : it.decoding) max_blocks = std::max(max_blocks, static_cast<int>(blocks.of(q->record).size()));
+    for (const auto& t : decode_tables) max_blocks = std::max(max_blocks, static_cast<int>(t.size()));
     tables_.assign(static_cast<std::size_t>(decodes) * max_blocks, 0);
     context_.assign(static_cast<std::size_t>(decodes), 0);
     for (int i = 0; i < decodes; ++i) {
       const Sequence& q = *it.decoding[static_cast<std::size_t>(i)];
-      const auto& owned = blocks.of(q.record);
-      std::copy(owned.begin(), owned.end(), tables_.begin() + static_cast<long>(i) * max_blocks);
+      const auto& t = decode_tables[static_cast<std::size_t>(i)];
+      std::copy(t.begin(), t.end(), tables_.begin() + static_cast<long>(i) * max_blocks);
       context_[static_cast<std::size_t>(i)] = q.prompt + q.generated;
     }
 
@@ -239,9 +271,7 @@ void require_serving_support(const Scenario& s) {
     throw Unsupported("the serving engine computes in fp32 (sgemm): set inference.weights.dtype: fp32");
   }
   if (s.model.experts > 1) throw Unsupported("the serving engine runs dense models, not mixture-of-experts");
-  if (inf.serving.prefix_caching && inf.workload.shared_prefix_groups > 0) {
-    throw Unsupported("the serving engine does not share prefix blocks yet; prefix caching is simulated only");
-  }
+  if (inf.tiers.nvme) throw Unsupported("the NVMe tier (inference.tiers.nvme) is simulated only; the host tier runs");
   if (!s.model.architecture_known) throw Unsupported("serving on a device needs the model's architecture");
   kv_format(s);
 }
@@ -264,7 +294,7 @@ ServingMeasurement serve_on_device(const Scenario& s, ServingDevice& device) {
     out.kv_pool_bytes = model.pool_bytes();
     const auto kv = make_kv_compressor(inf.kv_cache.compression, serving_kv_shape(s));
     BatchScheduler scheduler(0, s, *kv, run, memory.capacity_blocks, memory.block_bytes.as_double());
-    BlockPool blocks(memory.capacity_blocks);
+    BlockPool blocks(memory.capacity_blocks, run);
 
     const bool closed_loop = inf.workload.arrival == Arrival::closed_loop && inf.workload.trace.empty();
     const std::size_t total = run.requests.size();
@@ -293,9 +323,11 @@ ServingMeasurement serve_on_device(const Scenario& s, ServingDevice& device) {
         std::this_thread::sleep_for(std::chrono::duration<double>(std::max(0.0, run.requests[next].arrival_s - now())));
         continue;
       }
-      blocks.sync(scheduler.running());
+      blocks.sync(scheduler.running(), scheduler.cached_prefix_blocks());
       const double started = now();
-      if (it->swap_out_bytes + it->swap_in_bytes > 0) device.kernels->swap(it->swap_out_bytes + it->swap_in_bytes);
+      // Swaps and the host tier's prefix traffic cross the host link before the iteration.
+      const double moved = it->swap_out_bytes + it->swap_in_bytes + it->tier.gpu_to_host + it->tier.host_to_gpu;
+      if (moved > 0) device.kernels->swap(static_cast<std::int64_t>(moved));
       model.forward(*it, blocks);
       scheduler.complete(*it, started, now());
     }

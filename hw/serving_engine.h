@@ -12,9 +12,13 @@
 //
 // The device is a ServingKernels (hw/serving_kernels.h: the host's OpenBLAS and CPU kernels, or
 // CUDA's cuBLAS and kernels/cuda) with its raw memory and its own view of memory in use.
+// Shared prefixes (inference.serving.prefix_caching) live in blocks of their own that the
+// sequences of a prefix group read through their block tables, as in vLLM; prefixes evicted to the
+// host tier and fetched back cross the host link before the iteration (proactive copies, which run
+// in the background, are not made).
 // Supported: one replica, no tensor or pipeline parallelism, fp32 weights, KV compression none
-// (16-bit or fp8) or int8/int4/int2 (head_dim 64, 128 or 256). Anything else throws Unsupported
-// naming it.
+// (16-bit or fp8) or int8/int4/int2 (head_dim 64, 128 or 256), no NVMe tier. Anything else throws
+// Unsupported naming it.
 #include <cstdint>
 #include <memory>
 #include <string>

@@ -29,6 +29,7 @@ constexpr Compared kMetrics[] = {
     {"throughput.output_tokens_per_s", "1/s"},
     {"kv_cache.peak_utilization", ""},
     {"kv_cache.preemptions", ""},
+    {"prefix_cache.hit_rate", ""},
 };
 
 std::string shown(double v, const std::string& unit) {

@@ -96,6 +96,9 @@ class BatchScheduler {
   [[nodiscard]] std::int64_t used_blocks() const { return used_ - idle_prefix_blocks_; }
   /// Sequences holding KV blocks now (swapped ones hold none).
   [[nodiscard]] const std::deque<Sequence>& running() const { return running_; }
+  /// The shared prefixes cached on the GPU now, by prefix group: their blocks (a sequence with
+  /// `shared` blocks reads the first `shared` of its group's).
+  [[nodiscard]] std::map<int, std::int64_t> cached_prefix_blocks() const;
 
   /// The next batch, or nothing when no sequence can run now (none outstanding, or none fits and
   /// none is running to give way): wait for an arrival.

@@ -7,6 +7,12 @@
 
 namespace memtwin {
 
+std::map<int, std::int64_t> BatchScheduler::cached_prefix_blocks() const {
+  std::map<int, std::int64_t> out;
+  for (const auto& [group, prefix] : prefixes_) out[group] = prefix.blocks;
+  return out;
+}
+
 void BatchScheduler::attach_prefix(Sequence& q) {
   const RequestRecord& r = out_.requests[q.record];
   if (!share_prefixes_ || r.prefix_group < 0) return;

@@ -20,7 +20,7 @@ if [ ! -x "$bin" ] || ldd "$bin" | grep -q "not found"; then
 fi
 # 1. Calibration: memtwin calibrate --device cuda (GEMMs, copies, PCIe, the CUDA KV kernels); the
 # device probe's file (context and NCCL memory, GEMMs, copies) where that fails.
-timeout 150 "$bin" calibrate --device cuda --out "$out/cuda.yaml" > "$out/calibrate.txt" 2>&1
+timeout 100 "$bin" calibrate --device cuda --out "$out/cuda.yaml" > "$out/calibrate.txt" 2>&1
 status=$?
 echo "calibrate (cuda) exit $status" | tee -a "$out/status.txt"
 calibration="$out/cuda.yaml"
@@ -30,19 +30,19 @@ if [ $status -ne 0 ]; then
   calibration="$out/probe/calibration.yaml"
 fi
 # 2. A training step on the GPU: the 0.9B Llama of scenarios/validation, bf16, one GPU.
-timeout 150 "$bin" validate "$root/scenarios/validation/torch-llama-0.9b-h200.yaml" --device cuda \
+timeout 100 "$bin" validate "$root/scenarios/validation/torch-llama-0.9b-h200.yaml" --device cuda \
   --set cluster.calibration="$calibration" --out "$out/train" > "$out/train.txt" 2>&1
 echo "validate training (cuda) exit $?" | tee -a "$out/status.txt"
 # 3. Serving, on the host device of the same machine (calibrated for it).
 "$bin" calibrate --device host --ranks 1 --out "$out/host-1rank.yaml" > "$out/host-calibration.txt" 2>&1
 for kv in fp16 int4; do
-  timeout 60 "$bin" validate "$root/scenarios/host/serve-$kv-kv.yaml" --set cluster.calibration="$out/host-1rank.yaml" \
+  timeout 45 "$bin" validate "$root/scenarios/host/serve-$kv-kv.yaml" --set cluster.calibration="$out/host-1rank.yaml" \
     --out "$out/serve-$kv" > "$out/serve-$kv.txt" 2>&1
   echo "validate serving $kv (host) exit $?" | tee -a "$out/status.txt"
 done
 # 4. Serving on the GPU, predicted with the same calibration.
 for kv in fp16 int4; do
-  timeout 90 "$bin" validate "$root/scenarios/gpu/serve-0.9b-h200-$kv-kv.yaml" --device cuda \
+  timeout 60 "$bin" validate "$root/scenarios/gpu/serve-0.9b-h200-$kv-kv.yaml" --device cuda \
     --set cluster.calibration="$calibration" --out "$out/gpu-serve-$kv" > "$out/gpu-serve-$kv.txt" 2>&1
   echo "validate serving $kv (cuda) exit $?" | tee -a "$out/status.txt"
 done

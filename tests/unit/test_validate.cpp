@@ -192,6 +192,34 @@ TEST_CASE("the host engine serves an fp8 (e4m3) KV cache: every request done, th
   CHECK(fp8["kv_cache"]["peak_utilization"].get<double>() < 0.75 * fp16["kv_cache"]["peak_utilization"].get<double>());
 }
 
+TEST_CASE("the host engine shares cached prefixes through block tables, with a host tier below the GPU", "[unit]") {
+  // Prompts of 288-400 tokens whose first 256 are one of a few shared prefixes; a KV pool of 64
+  // blocks in the second run, so that prefixes are evicted to host memory and fetched back.
+  const std::string serve = source_path("scenarios/host/serve-fp16-kv.yaml");
+  auto run = [&](std::vector<std::string> sets) {
+    std::vector<std::string> args = {"run", serve, "--backend", "hw", "--json", "--set", "inference.serving.prefix_caching=true",
+                                     "--set", "inference.workload.requests=24", "--set", "inference.workload.rate=8/s", "--set",
+                                     "inference.workload.prompt_tokens={dist: normal, mean: 320, std: 48, min: 288, max: 400}"};
+    for (auto& s : sets) args.insert(args.end(), {"--set", s});
+    auto r = run_memtwin(args);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    return nlohmann::json::parse(r.out);
+  };
+  const auto shared = run({"inference.workload.shared_prefix={groups: 2, tokens: 256}"});
+  CHECK(shared["requests"]["completed"] == 24);
+  CHECK(shared["prefix_cache"]["cached_prompt_tokens"].get<double>() >= 256 * 4);  // hits skipped their prefix's prefill
+  const auto tiered = run({"inference.workload.shared_prefix={groups: 6, tokens: 256}", "inference.kv_cache.memory=8MiB",
+                           "inference.tiers.host_memory=1GiB"});
+  CHECK(tiered["requests"]["completed"] == 24);
+  CHECK(tiered["prefix_cache"]["evictions"].get<double>() > 0);
+  CHECK(tiered["tiers"]["prefix_fetch_host_bytes"].get<double>() > 0);  // evicted prefixes came back from host memory
+  const auto nvme = run_memtwin({"run", serve, "--backend", "hw", "--set", "inference.serving.prefix_caching=true", "--set",
+                                 "inference.tiers.nvme=1TB"});
+  CHECK(nvme.exit_code == 2);
+  CHECK_THAT(nvme.err, Catch::Contains("NVMe tier"));
+}
+
 TEST_CASE("memtwin-device measures without SimGrid: the hardware backend by default, the simulator refused", "[unit]") {
   const std::string serve = source_path("scenarios/host/serve-fp16-kv.yaml");
   auto measured = memtwin::test::run_memtwin_device({"run", serve, "--json", "--set", "inference.workload.requests=4"});
