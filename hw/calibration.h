@@ -36,6 +36,9 @@ struct DeviceCalibration {
   double fp32_flops = 0;                     ///< best fp32 GEMM rate when the samples are not fp32 (0: none)
   std::vector<RateSample> weight_streaming;  ///< batch-1..8 GEMMs: weight bytes read per second
   double weight_streaming_bytes_per_s = 0;   ///< their median
+  /// How far a 32-row GEMM from DRAM overlaps reading its weights with its arithmetic (efficiency.
+  /// gemm_overlap: 1, the longer of the two; 0, their sum); negative when not measured.
+  double gemm_overlap = -1;
   double stream_bytes_per_s = 0;    ///< device memory traffic (read + write) per second
   double copy_bytes_per_s = 0;      ///< over the host link (a memcpy on the host device)
   std::string copy_method;          ///< how copy_bytes_per_s was measured

@@ -22,14 +22,15 @@ kernels::KvFormat kv_format(const Scenario& s) {
   f.head_dim = s.model.head_dim;
   f.group = c.group_size;
   switch (c.method) {
-    case KvCompression::none:  // 16-bit, or fp8 e4m3 with vLLM's default scale of 1
+    case KvCompression::none:       // 16-bit, or fp8 e4m3 with vLLM's default scale of 1
+    case KvCompression::streaming:  // the same vectors, fewer of them (the engine keeps sinks and a window)
       f.element = s.inference->kv_cache.dtype == KvDtype::fp8 ? kernels::KvElement::fp8 : kernels::KvElement::fp16;
       break;
     case KvCompression::int8: f.element = kernels::KvElement::int8; break;
     case KvCompression::int4: f.element = kernels::KvElement::int4; break;
     case KvCompression::int2: f.element = kernels::KvElement::int2; break;
     default:
-      throw Unsupported("the serving engine runs KV compression none, int8, int4 or int2; '" +
+      throw Unsupported("the serving engine runs KV compression none, int8, int4, int2 or streaming; '" +
                         std::string(kKvCompressionNames.name(c.method)) + "' is simulated only");
   }
   try {
@@ -135,6 +136,8 @@ class DeviceModel {
     shape_.block_size = s.inference->serving.block_size;
     shape_.kv_heads = m_.kv_heads;
     shape_.format = kv_format(s);
+    const CompressionSpec& c = s.inference->kv_cache.compression;
+    if (c.method == KvCompression::streaming) sinks_ = c.sinks, window_ = c.window;
     pool_bytes_ = static_cast<std::int64_t>(shape_.bytes()) * 2 * m_.layers;
     pool_ = static_cast<std::uint8_t*>(allocator_.allocate(pool_bytes_, "kv_cache"));
   }
@@ -158,10 +161,11 @@ class DeviceModel {
     slots_.clear();
     positions_.clear();
     auto place = [&](const std::vector<std::int32_t>& table, int position) {
-      slots_.push_back(static_cast<std::int64_t>(table.at(static_cast<std::size_t>(position / shape_.block_size))) *
+      const int index = cache_index(position);
+      slots_.push_back(static_cast<std::int64_t>(table.at(static_cast<std::size_t>(index / shape_.block_size))) *
                            shape_.block_size +
-                       position % shape_.block_size);
-      positions_.push_back(position);
+                       index % shape_.block_size);
+      positions_.push_back(position);  // rotary embedding uses the token's own position
     };
     std::vector<std::vector<std::int32_t>> decode_tables;
     for (const Sequence* q : it.decoding) {
@@ -181,7 +185,7 @@ class DeviceModel {
       const Sequence& q = *it.decoding[static_cast<std::size_t>(i)];
       const auto& t = decode_tables[static_cast<std::size_t>(i)];
       std::copy(t.begin(), t.end(), tables_.begin() + static_cast<long>(i) * max_blocks);
-      context_[static_cast<std::size_t>(i)] = q.prompt + q.generated;
+      context_[static_cast<std::size_t>(i)] = cached_tokens(q.prompt + q.generated);
     }
 
     // Activations as vLLM's profile counts them: the residual stream, the normed input, one
@@ -241,6 +245,15 @@ class DeviceModel {
  private:
   float* tensor(std::int64_t bytes, const char* what) { return static_cast<float*>(allocator_.allocate(bytes, what)); }
 
+  // StreamingLLM keeps the first `sinks_` tokens and a ring of the last `window_`: a token's
+  // place in its sequence's cache, and how many are cached after `tokens` tokens. Without
+  // eviction, every token in order.
+  [[nodiscard]] int cache_index(int position) const {
+    if (window_ == 0 || position < sinks_) return position;
+    return sinks_ + (position - sinks_) % window_;
+  }
+  [[nodiscard]] int cached_tokens(int tokens) const { return window_ == 0 ? tokens : std::min(tokens, sinks_ + window_); }
+
   struct Layer {
     float *qkv = nullptr, *o = nullptr, *up = nullptr, *down = nullptr;
   };
@@ -248,6 +261,7 @@ class DeviceModel {
   CachingAllocator& allocator_;
   ServingKernels& kernels_;
   int q_ = 0, kv_ = 0, up_ = 0, width_ = 0;
+  int sinks_ = 0, window_ = 0;  // StreamingLLM's (window 0: no eviction)
   float* weights_ = nullptr;
   float* lm_head_ = nullptr;
   std::vector<Layer> layers_;

@@ -16,8 +16,10 @@
 // sequences of a prefix group read through their block tables, as in vLLM; prefixes evicted to the
 // host tier and fetched back cross the host link before the iteration (proactive copies, which run
 // in the background, are not made).
+// StreamingLLM keeps its attention sinks and a ring of recent tokens in the sequence's blocks, so
+// decode attention reads only those.
 // Supported: one replica, no tensor or pipeline parallelism, fp32 weights, KV compression none
-// (16-bit or fp8) or int8/int4/int2 (head_dim 64, 128 or 256), no NVMe tier. Anything else throws
+// (16-bit or fp8), int8/int4/int2 (head_dim 64, 128 or 256) or streaming, no NVMe tier. Anything else throws
 // Unsupported naming it.
 #include <cstdint>
 #include <memory>

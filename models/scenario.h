@@ -74,6 +74,10 @@ struct Efficiency {
   /// Memory-bound GEMMs (a decode batch's few rows against the weights): some BLAS libraries pack
   /// the weights first and reach less of the bandwidth than a stream does. Unset: `memory`.
   double gemm_memory = 0.89;
+  /// How far a GEMM overlaps reading its weights with its arithmetic: 1, the longer of the two
+  /// (GPUs stream operands while computing); 0, their sum (a CPU core packs the weights, then
+  /// computes). Serving iterations' GEMMs; `memtwin calibrate` measures it.
+  double gemm_overlap = 1.0;
   /// GEMM efficiency by the number of rows (tokens) multiplied, measured by `memtwin calibrate`:
   /// small batches reach less of the peak. Empty: `gemm` for every shape.
   std::map<int, double> gemm_by_rows;

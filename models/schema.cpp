@@ -135,6 +135,10 @@ void declare_cluster(Table& t) {
         "output columns of that tile: with `gpu.sms`, a GEMM whose last wave of tiles leaves SMs idle reaches that "
         "much less of `gemm` (either orientation, whichever fills the waves better)")
       .at_least(1);
+  t.add("cluster.efficiency.gemm_overlap", K::number, "1",
+        "serving GEMMs: how far weight reads overlap the arithmetic (1: the longer of the two, as GPUs; 0: their sum, "
+        "as a CPU core that packs weights first)")
+      .at_least(0).at_most(1);
   t.add("cluster.efficiency.gemm_memory", K::number, none,
         "achieved fraction of peak memory bandwidth when a GEMM is memory-bound (decode: weights read by a few rows)")
       .above(0).at_most(1).derived("efficiency.memory");

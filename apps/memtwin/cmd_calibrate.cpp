@@ -47,8 +47,12 @@ std::string calibration_yaml(const hw::DeviceCalibration& c, const std::string& 
     << "   # median rate of per-head score and value products / best GEMM\n"
     << "  memory: 1   # hbm_bandwidth above is the measured rate itself\n"
     << "  gemm_memory: " << number("%.3f", std::min(1.0, c.weight_streaming_bytes_per_s / c.stream_bytes_per_s))
-    << "   # memory-bound GEMMs (batch 1-8) read weights at this fraction of it\n"
-    << "host:\n"
+    << "   # memory-bound GEMMs (batch 1-8) read weights at this fraction of it\n";
+  if (c.gemm_overlap >= 0) {
+    y << "  gemm_overlap: " << number("%.2f", c.gemm_overlap)
+      << "   # a 32-row GEMM from memory overlaps its weight reads and arithmetic this far (1: the longer, 0: the sum)\n";
+  }
+  y << "host:\n"
     << "  pcie_bandwidth: " << number("%.4g", c.copy_bytes_per_s / 1e9) << "GB/s   # " << c.copy_method << "\n";
   if (c.adam_params_per_s > 0) {
     y << "  cpu_adam_params_per_s: " << number("%.4g", c.adam_params_per_s * c.ranks) << "   # per node: per-rank Adam rate x ranks\n";

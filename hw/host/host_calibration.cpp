@@ -92,7 +92,7 @@ DeviceCalibration calibrate_host(double min_seconds) {
   // GEMMs of transformer layers: tokens x (hidden -> hidden, hidden -> MLP, MLP -> hidden,
   // hidden -> vocabulary slice), and attention's per-head score and value products.
   // Rows (tokens) from a small decode-and-prefill batch to a training micro-batch.
-  for (std::int64_t m : {32, 64, 128, 256, 512, 1024}) {
+  for (std::int64_t m : {8, 16, 32, 64, 128, 256, 512, 1024}) {
     std::vector<RateSample> same_rows;
     for (auto [k, n] : {std::pair<std::int64_t, std::int64_t>{512, 512}, {512, 1408}, {1408, 512}, {512, 4096}, {1024, 1024}}) {
       GemmShape g{m, n, k, 1};
@@ -118,11 +118,19 @@ DeviceCalibration calibrate_host(double min_seconds) {
 
   // Memory-bound GEMMs, as a decode iteration runs them: a few rows against weight matrices of
   // transformer shapes, cycling through enough copies (256 MiB) that the weights come from DRAM.
+  // Then 32 rows against the same weights: how its time compares with the arithmetic alone (the
+  // cache-resident GEMMs above) and the weight reads alone says how far the two overlap.
+  constexpr int kOverlapRows = 32;
+  struct Mixed {
+    double flops, bytes, seconds;
+  };
+  std::vector<Mixed> mixed;
   for (auto [k, n] : {std::pair<int, int>{512, 1536}, {512, 2816}, {1408, 512}, {512, 8192}, {2048, 2048}}) {
     const std::size_t matrix = static_cast<std::size_t>(k) * n;
     const std::size_t copies = std::max<std::size_t>(2, (std::size_t{256} << 20) / (matrix * sizeof(float)));
-    std::vector<float> weights(matrix * copies, 0.01f), rows(8 * static_cast<std::size_t>(k), 0.01f), out(8 * static_cast<std::size_t>(n));
-    for (int m : {1, 4, 8}) {
+    std::vector<float> weights(matrix * copies, 0.01f), rows(kOverlapRows * static_cast<std::size_t>(k), 0.01f),
+        out(kOverlapRows * static_cast<std::size_t>(n));
+    for (int m : {1, 4, 8, kOverlapRows}) {
       std::size_t next = 0;
       const double s = seconds_per_call(
           [&] {
@@ -131,11 +139,26 @@ DeviceCalibration calibrate_host(double min_seconds) {
           },
           min_seconds / 4);
       const double bytes = static_cast<double>(matrix) * sizeof(float);
+      if (m == kOverlapRows) {
+        mixed.push_back({2.0 * m * static_cast<double>(matrix), bytes, s});
+        continue;
+      }
       c.weight_streaming.push_back({"gemm " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k), bytes, s,
                                     bytes / s});
     }
   }
   c.weight_streaming_bytes_per_s = median_rate(c.weight_streaming);
+  const auto at_rows = std::find_if(c.gemm_median_by_rows.begin(), c.gemm_median_by_rows.end(),
+                                    [](const auto& p) { return p.first == kOverlapRows; });
+  if (at_rows != c.gemm_median_by_rows.end()) {
+    std::vector<double> overlaps;
+    for (const Mixed& x : mixed) {
+      const double arithmetic = x.flops / at_rows->second, reads = x.bytes / c.weight_streaming_bytes_per_s;
+      overlaps.push_back(std::clamp((arithmetic + reads - x.seconds) / std::min(arithmetic, reads), 0.0, 1.0));
+    }
+    std::sort(overlaps.begin(), overlaps.end());
+    c.gemm_overlap = overlaps[overlaps.size() / 2];
+  }
 
   // The decode-attention kernel the serving engine runs, per KV format, over batches whose cached
   // K and V range from cache-resident (1 MiB of fp16) to DRAM-bound (64 MiB): 8 KV heads of 128

@@ -32,6 +32,17 @@ void apply_calibration(const std::string& path, const ParamValues& scenario, Clu
       }
     });
   };
+  auto share = [](double& field) {  // a fraction that may be 0
+    return Apply([&field](const YAML::Node& n, const SourceLocation& where, const std::string& key) {
+      try {
+        const double v = n.as<double>();
+        if (!(v >= 0 && v <= 1)) throw ScenarioError(where, key, "must be in [0, 1]");
+        field = v;
+      } catch (const YAML::Exception&) {
+        throw ScenarioError(where, key, "expected a number");
+      }
+    });
+  };
   // A measured figure in its unit ("61.2GFLOPS", "9.8GB/s", "12us", "45MiB").
   auto measured = [](auto parse, auto& field) {
     return Apply([parse, &field](const YAML::Node& n, const SourceLocation& where, const std::string& key) {
@@ -61,6 +72,7 @@ void apply_calibration(const std::string& path, const ParamValues& scenario, Clu
       {"efficiency.attention", {"cluster.efficiency.attention", fraction(c.efficiency.attention)}},
       {"efficiency.memory", {"cluster.efficiency.memory", fraction(c.efficiency.memory)}},
       {"efficiency.gemm_memory", {"cluster.efficiency.gemm_memory", fraction(c.efficiency.gemm_memory)}},
+      {"efficiency.gemm_overlap", {"cluster.efficiency.gemm_overlap", share(c.efficiency.gemm_overlap)}},
       {"runtime.cuda_context", {"cluster.runtime.cuda_context", bytes(c.runtime.cuda_context)}},
       {"runtime.nccl_buffers", {"cluster.runtime.nccl_buffers", bytes(c.runtime.nccl_buffers)}},
       {"runtime.framework_overhead", {"cluster.runtime.framework_overhead", bytes(c.runtime.framework_overhead)}},

@@ -101,8 +101,9 @@ double IterationModel::compute_seconds(const IterationLoad& load) const {
   // prunes the hidden states to the sampled positions before the head).
   const double sampled = load.decode_sequences + load.prefills_completing;
   const double gemm_flops = 2 * (body_params_ * tokens + head_params_ * sampled) / tp_;
-  const double gemms = std::max({gemm_flops / (peak_flops_ * eff.gemm_at(tokens)), weight_bytes_ / (hbm_ * eff.gemm_memory),
-                                 weight_dequant_ops_ / (fp32_flops_ * eff.gemm)});
+  const double arithmetic = std::max(gemm_flops / (peak_flops_ * eff.gemm_at(tokens)), weight_dequant_ops_ / (fp32_flops_ * eff.gemm));
+  const double weight_reads = weight_bytes_ / (hbm_ * eff.gemm_memory);
+  const double gemms = eff.gemm_overlap * std::max(arithmetic, weight_reads) + (1 - eff.gemm_overlap) * (arithmetic + weight_reads);
 
   const double kv_elements = load.decode_context * kv_elements_per_token_ / tp_;
   double decode_attention = 0;
