@@ -192,6 +192,24 @@ TEST_CASE("the host engine serves an fp8 (e4m3) KV cache: every request done, th
   CHECK(fp8["kv_cache"]["peak_utilization"].get<double>() < 0.75 * fp16["kv_cache"]["peak_utilization"].get<double>());
 }
 
+TEST_CASE("the host engine runs StreamingLLM: sinks and a ring of recent tokens, a bounded cache per sequence", "[unit]") {
+  const std::string serve = source_path("scenarios/host/serve-fp16-kv.yaml");
+  auto run = [&](std::vector<std::string> sets) {
+    std::vector<std::string> args = {"run", serve, "--backend", "hw", "--json", "--set", "inference.workload.requests=8",
+                                     "--set", "inference.workload.output_tokens={dist: fixed, value: 96}"};
+    for (auto& s : sets) args.insert(args.end(), {"--set", s});
+    auto r = run_memtwin(args);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    return nlohmann::json::parse(r.out);
+  };
+  const auto streaming = run({"inference.kv_cache.compression={method: streaming, sinks: 4, window: 60}"});
+  const auto full = run({});
+  CHECK(streaming["requests"]["completed"] == 8);
+  // 64 tokens kept per sequence (4 blocks) instead of its whole prompt and output (about 260).
+  CHECK(streaming["kv_cache"]["peak_utilization"].get<double>() < 0.4 * full["kv_cache"]["peak_utilization"].get<double>());
+}
+
 TEST_CASE("the host engine shares cached prefixes through block tables, with a host tier below the GPU", "[unit]") {
   // Prompts of 288-400 tokens whose first 256 are one of a few shared prefixes; a KV pool of 64
   // blocks in the second run, so that prefixes are evicted to host memory and fetched back.
