@@ -120,6 +120,22 @@ class HwBackend final : public Backend {
     if (hw::MpiSession::get().size != 1) throw Unsupported("a serving run is one process; run it without mpirun");
     hw::ServingDevice device = open_serving_device(options_.device);
     const hw::ServingMeasurement served = hw::serve_on_device(s, device);
+    if (served.oom) {
+      // Out of device memory is a result: what was being allocated, how much was free.
+      const hw::DeviceOutOfMemory& o = *served.oom;
+      r.fits = false;
+      r.metrics["memory"]["gpu"] = {{"peak_bytes", served.peak_bytes},
+                                    {"capacity_bytes", s.cluster.gpu.memory.count()},
+                                    {"fits", false},
+                                    {"reserved_peak_bytes", served.allocator.peak_reserved},
+                                    {"runtime_bytes", served.runtime_bytes},
+                                    {"out_of_memory", {{"tensor", o.tensor}, {"requested_bytes", o.requested},
+                                                       {"free_bytes", o.capacity - o.reserved}, {"capacity_bytes", o.capacity},
+                                                       {"iterations_done", served.iterations_done}}}};
+      r.metrics["executed"] = {{"device", options_.device}, {"iterations", served.iterations_done}};
+      r.notes.push_back("ran out of device memory after " + std::to_string(served.iterations_done) + " iteration(s): " + o.what());
+      return r;
+    }
     nlohmann::ordered_json gpu;
     gpu["peak_bytes"] = served.peak_bytes;
     gpu["capacity_bytes"] = s.cluster.gpu.memory.count();

@@ -302,7 +302,7 @@ ServingMeasurement serve_on_device(const Scenario& s, ServingDevice& device) {
   out.run = start_serving_run(generate_requests(inf, s.seed));
   ServingRun& run = out.run;
   run.capacity_blocks = memory.capacity_blocks;
-  {
+  try {
     DeviceModel model(s, allocator, *device.kernels, memory.capacity_blocks, memory.weights.count());
     out.weights_bytes = memory.weights.count();
     out.kv_pool_bytes = model.pool_bytes();
@@ -347,6 +347,9 @@ ServingMeasurement serve_on_device(const Scenario& s, ServingDevice& device) {
     }
     run.makespan_s = now();
     run.last_arrival_s = closed_loop || total == 0 ? run.makespan_s : run.requests.back().arrival_s;
+  } catch (const DeviceOutOfMemory& e) {
+    out.oom = e;
+    out.iterations_done = run.iterations;
   }
   out.allocator = allocator.stats();
   out.peak_bytes = device.memory.peak();

@@ -23,6 +23,7 @@
 // Unsupported naming it.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "hw/caching_allocator.h"
@@ -45,13 +46,17 @@ struct ServingMeasurement {
   std::int64_t peak_bytes = 0;     ///< the device's peak in use (the process's VmHWM on the host)
   std::int64_t runtime_bytes = 0;  ///< in use before the model's tensors
   std::int64_t weights_bytes = 0, kv_pool_bytes = 0;
+  /// The run stopped here: a tensor the device could not hold (after `iterations_done`).
+  std::optional<DeviceOutOfMemory> oom;
+  std::int64_t iterations_done = 0;
 };
 
 /// Throws Unsupported naming what the serving engine cannot run in this scenario.
 void require_serving_support(const Scenario& scenario);
 
 /// Serves the scenario's workload on the device. The scenario must fit in memory
-/// (serving_memory(scenario).fits); the caller reports it otherwise.
+/// (serving_memory(scenario).fits); the caller reports it otherwise. Running out of device memory
+/// anyway stops the run and is returned in `oom`, with what was measured until then.
 ServingMeasurement serve_on_device(const Scenario& scenario, ServingDevice& device);
 
 }  // namespace memtwin::hw

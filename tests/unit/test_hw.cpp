@@ -13,6 +13,9 @@
 
 #include "hw/caching_allocator.h"
 #include "hw/host/host_kernels.h"
+#include "hw/host/host_serving_kernels.h"
+#include "hw/serving_engine.h"
+#include "models/memory/serving_memory.h"
 #include "hw/plan_executor.h"
 #include "models/scenario/scenario_error.h"
 #include "models/scenario_loader.h"
@@ -227,3 +230,25 @@ TEST_CASE("a calibration file sets measured device figures over the catalog's, n
   }
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("a serving run that runs out of device memory stops and says which tensor, after how many iterations", "[unit]") {
+  const Scenario s = load_scenario_file(test::source_path("scenarios/host/serve-fp16-kv.yaml"), {"inference.workload.requests=4"}).scenario;
+  const ServingMemory memory = serving_memory(s);
+  // A device that holds the weights and the KV pool and not a byte of activations.
+  std::int64_t left = memory.weights.count() + memory.kv_pool.count() + (std::int64_t{4} << 20);
+  ServingDevice device;
+  device.kernels = std::make_unique<HostServingKernels>();
+  device.memory.raw = {[&left](std::int64_t n) -> void* {
+                         if (n > left) return nullptr;
+                         left -= n;
+                         return std::malloc(static_cast<std::size_t>(n));
+                       },
+                       [](void* p) { std::free(p); }};
+  device.memory.in_use = device.memory.peak = [] { return std::int64_t{0}; };
+  device.memory.reset_peak = [] {};
+  const ServingMeasurement measured = serve_on_device(s, device);
+  REQUIRE(measured.oom.has_value());
+  CHECK_THAT(measured.oom->tensor, Catch::StartsWith("activations."));
+  CHECK(measured.iterations_done == 0);
+}
+
