@@ -86,7 +86,7 @@ TEST_CASE("after calibrating the host, validate predicts memory within 10% and t
   CHECK(train["ranks"] == 2);
   CHECK(std::abs(error_of(train, "memory.gpu.peak_bytes")) <= 10);
   CHECK(std::abs(error_of(train, "time.step_s")) <= 25);
-  for (const std::string kv : {"fp16", "int4"}) {
+  for (const std::string kv : {"fp16", "int4", "streaming"}) {
     INFO(kv);
     const auto serve = validate_within_limits("scenarios/host/serve-" + kv + "-kv.yaml", 1, "serve-" + kv + "-kv",
                                               {"latency_s.ttft.p50", "latency_s.tpot.p50", "throughput.output_tokens_per_s"});
