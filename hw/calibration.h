@@ -43,6 +43,8 @@ struct DeviceCalibration {
   double copy_bytes_per_s = 0;      ///< over the host link (a memcpy on the host device)
   std::string copy_method;          ///< how copy_bytes_per_s was measured
   double adam_params_per_s = 0;     ///< per rank, on the CPU (0: not measured)
+  /// The NVMe tier's file I/O per rank, every rank at once (0: not measured).
+  double nvme_read_bytes_per_s = 0, nvme_write_bytes_per_s = 0;
   double collective_bus_bytes_per_s = 0;  ///< all-gather bus bandwidth at the largest size (0: one rank)
   double collective_step_latency_s = 0;   ///< per ring step, from the smallest size
   std::int64_t runtime_bytes = 0;   ///< memory in use on a rank ready to run (largest rank)

@@ -57,6 +57,11 @@ std::string calibration_yaml(const hw::DeviceCalibration& c, const std::string& 
   if (c.adam_params_per_s > 0) {
     y << "  cpu_adam_params_per_s: " << number("%.4g", c.adam_params_per_s * c.ranks) << "   # per node: per-rank Adam rate x ranks\n";
   }
+  if (c.nvme_write_bytes_per_s > 0) {
+    y << "nvme:   # per node: a rank's O_DIRECT file I/O rate with every rank at it, x ranks (MEMTWIN_NVME_DIR's disk)\n"
+      << "  read_bandwidth: " << number("%.4g", c.nvme_read_bytes_per_s * c.ranks / 1e9) << "GB/s\n"
+      << "  write_bandwidth: " << number("%.4g", c.nvme_write_bytes_per_s * c.ranks / 1e9) << "GB/s\n";
+  }
   if (c.ranks > 1) {
     y << "intra_node:\n"
       << "  bandwidth: " << number("%.4g", c.collective_bus_bytes_per_s / 1e9)

@@ -12,6 +12,7 @@
 #include "hw/host/host_kernels.h"
 #include "kernels/kv_kernels.h"
 #include "hw/host/mpi_collectives.h"
+#include "hw/host/nvme_file.h"
 #include "hw/process_memory.h"
 
 namespace memtwin::hw {
@@ -207,6 +208,14 @@ DeviceCalibration calibrate_host(double min_seconds) {
   c.copy_bytes_per_s = moved / seconds_per_call([&] { kernels.memcopy(moved); }, min_seconds);
   const double params = 4e6;
   c.adam_params_per_s = params / seconds_per_call([&] { kernels.adam(params); }, min_seconds);
+  {
+    // The NVMe tier as the offload copies use it: 64 MiB at a time to and from a scratch file,
+    // bypassing the page cache.
+    NvmeFile file;
+    const std::int64_t chunk = std::int64_t{64} << 20;
+    c.nvme_write_bytes_per_s = static_cast<double>(chunk) / seconds_per_call([&] { file.write(chunk); }, min_seconds);
+    c.nvme_read_bytes_per_s = static_cast<double>(chunk) / seconds_per_call([&] { file.read(chunk); }, min_seconds);
+  }
 
   // Collectives: an all-gather over every rank through the executor's own path, 1 KiB to 64 MiB.
   Plan plan;

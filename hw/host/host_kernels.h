@@ -4,15 +4,19 @@
 //                     FLOPs executed equal the op's FLOPs (a backward runs its shapes twice)
 //   elementwise       a memory stream moving the op's bytes (read + write)
 //   cpu_optimizer     a real Adam update over the op's parameter count
-//   copy              memcpy of the op's bytes (host memory is both sides of a "PCIe" copy)
+//   copy              memcpy of the op's bytes (host memory is both sides of a "PCIe" copy); the
+//                     NVMe tier's copies are file I/O on a scratch file (nvme_file.h)
 // Operands live in a fixed workspace (the analogue of cuBLAS's workspace): GEMMs larger than it are
 // tiled, so the process's memory does not depend on the model and `memtwin calibrate` measures it
 // once as the runtime overhead. The calibration microbenchmarks call these same functions.
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <vector>
 
 #include "hw/caching_allocator.h"
 #include "hw/device.h"
+#include "hw/host/nvme_file.h"
 
 namespace memtwin::hw {
 
@@ -41,6 +45,8 @@ class HostKernels final : public DeviceKernels {
   [[nodiscard]] std::int64_t workspace_bytes() const;
 
  private:
+  std::mutex nvme_mutex_;           ///< streams share the NVMe tier, one transfer at a time
+  std::unique_ptr<NvmeFile> nvme_;  ///< opened on the first NVMe copy
   std::vector<float> operands_;  ///< A, B, C of a GEMM tile
   std::vector<char> from_, to_;  ///< streaming buffers
   const float* last_output_ = nullptr;

@@ -87,6 +87,10 @@ void apply_calibration(const std::string& path, const ParamValues& scenario, Clu
       {"intra_node.bandwidth", {"cluster.intra_node.bandwidth", bandwidth(c.intra_node.bandwidth)}},
       {"intra_node.latency", {"cluster.intra_node.latency", measured(parse_duration, c.intra_node.latency)}},
   };
+  // The NVMe tier's measured rates apply where the scenario has one.
+  BytesPerSec ignored_read, ignored_write;
+  known["nvme.read_bandwidth"] = {"cluster.nvme.read_bandwidth", bandwidth(c.nvme ? c.nvme->read_bandwidth : ignored_read)};
+  known["nvme.write_bandwidth"] = {"cluster.nvme.write_bandwidth", bandwidth(c.nvme ? c.nvme->write_bandwidth : ignored_write)};
   for (const char* format : kKvKernelFormats) {
     for (auto [kernel, rates] : {std::pair{"decode_attention", &c.decode_attention_elements_per_s},
                                  {"kv_write", &c.kv_write_elements_per_s}}) {
@@ -113,7 +117,7 @@ void apply_calibration(const std::string& path, const ParamValues& scenario, Clu
   }
   std::vector<std::string> names;
   for (const auto& [name, _] : known) names.push_back(name);
-  const std::vector<std::string> sections = {"efficiency", "runtime", "host", "gpu", "intra_node", "kernels", "device"};
+  const std::vector<std::string> sections = {"efficiency", "runtime", "host", "gpu", "intra_node", "kernels", "nvme", "device"};
   // Walks nested mappings, naming each leaf by its dotted path ("gpu.flops.fp32").
   std::function<void(const YAML::Node&, const std::string&)> walk = [&](const YAML::Node& body, const std::string& prefix) {
     for (auto entry = body.begin(); entry != body.end(); ++entry) {

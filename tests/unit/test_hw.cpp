@@ -14,6 +14,7 @@
 #include "hw/caching_allocator.h"
 #include "hw/host/host_kernels.h"
 #include "hw/host/host_serving_kernels.h"
+#include "hw/host/nvme_file.h"
 #include "hw/serving_engine.h"
 #include "models/memory/serving_memory.h"
 #include "hw/plan_executor.h"
@@ -250,5 +251,24 @@ TEST_CASE("a serving run that runs out of device memory stops and says which ten
   REQUIRE(measured.oom.has_value());
   CHECK_THAT(measured.oom->tensor, Catch::StartsWith("activations."));
   CHECK(measured.iterations_done == 0);
+}
+
+TEST_CASE("the host device's NVMe tier is a scratch file written and read back, removed afterwards", "[unit]") {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "memtwin-test-nvme";
+  std::filesystem::create_directories(dir);
+  setenv("MEMTWIN_NVME_DIR", dir.c_str(), 1);
+  std::string path;
+  {
+    NvmeFile file;
+    path = file.path();
+    CHECK(path.rfind(dir.string(), 0) == 0);
+    file.write(10'000);  // rounded up to whole 4 KiB blocks
+    CHECK(std::filesystem::file_size(path) == 12'288);
+    file.write(std::int64_t{20} << 20);  // over two system calls' chunks
+    CHECK(std::filesystem::file_size(path) == 12'288 + (std::int64_t{20} << 20));
+    file.read(std::int64_t{30} << 20);  // more than was written: reads wrap around
+  }
+  CHECK_FALSE(std::filesystem::exists(path));
+  unsetenv("MEMTWIN_NVME_DIR");
 }
 
