@@ -165,11 +165,6 @@ class HwBackend final : public Backend {
     const Plan plan = build_training_plan(s);
     for (const Program& program : plan.programs) {
       for (const Op& op : program.ops) {
-        if (options_.device == "cuda" && op.kind == OpKind::copy &&
-            (op.direction == CopyDirection::nvme_to_host || op.direction == CopyDirection::host_to_nvme)) {
-          throw Unsupported("NVMe offload (ZeRO-Infinity) runs on --device host (file I/O on a scratch file) and in the "
-                            "simulator, not on --device cuda yet");
-        }
         if (op.kind == OpKind::collective && op.collective == Collective::all_to_all) {
           throw Unsupported("expert parallelism (all-to-all) is simulated (--backend sim) but not run on the hardware "
                             "backend yet");

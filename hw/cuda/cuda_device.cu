@@ -1,5 +1,6 @@
 #include "hw/cuda/cuda_check.h"
 #include "hw/cuda/cuda_device.h"
+#include "hw/host/nvme_file.h"
 
 #include "models/backend.h"
 
@@ -13,6 +14,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -62,6 +64,14 @@ class CudaKernels final : public DeviceKernels {
   }
 
   void copy(const Op& op) override {
+    if (op.direction == CopyDirection::nvme_to_host || op.direction == CopyDirection::host_to_nvme) {
+      // The NVMe tier sits below host memory (ZeRO-Infinity): file I/O, as on the host device.
+      std::lock_guard lock(nvme_mutex_);
+      if (!nvme_) nvme_ = std::make_unique<NvmeFile>();
+      if (op.direction == CopyDirection::host_to_nvme) nvme_->write(static_cast<std::int64_t>(op.bytes));
+      else nvme_->read(static_cast<std::int64_t>(op.bytes));
+      return;
+    }
     Thread& t = mine();
     auto left = static_cast<std::int64_t>(op.bytes);
     while (left > 0) {
@@ -143,6 +153,8 @@ class CudaKernels final : public DeviceKernels {
   void* workspace_ = nullptr;
   void* pinned_ = nullptr;
   std::function<void(double)> cpu_adam_;  // the offloaded optimizer runs on the CPU
+  std::mutex nvme_mutex_;
+  std::unique_ptr<NvmeFile> nvme_;  // opened on the first NVMe copy
   std::mutex mutex_;
   std::map<std::thread::id, Thread> threads_;
 };
