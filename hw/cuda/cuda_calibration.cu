@@ -6,7 +6,8 @@
 //   * memory-bound GEMMs of a few rows against weights cycled through 1 GiB (decode's weight
 //     streaming), fp32 and bf16;
 //   * device-to-device copies (read + write) and pinned host<->device copies over PCIe;
-//   * the CUDA KV kernels: decode attention per format by working set, paged writes per format.
+//   * the CUDA KV kernels: decode attention per format by working set, paged writes per format;
+//   * the NVMe tier's file I/O (a scratch file, O_DIRECT), as the offload copies do it.
 // What the context, cuBLAS and the workspaces hold before any tensor is the runtime. Written for
 // the CUDA build; not yet run on a GPU.
 #include <cublas_v2.h>
@@ -14,6 +15,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <string>
 #include <tuple>
@@ -21,6 +23,7 @@
 
 #include "hw/cuda/cuda_check.h"
 #include "hw/cuda/cuda_device.h"
+#include "hw/host/nvme_file.h"
 #include "kernels/cuda/kv_cuda.h"
 
 namespace memtwin::hw {
@@ -292,6 +295,31 @@ void measure_kv_kernels(DeviceCalibration& c, double min_seconds) {
   }
 }
 
+// The NVMe tier below host memory: O_DIRECT file I/O on a scratch file, 64 MiB at a time, timed on
+// the host clock (the median of five windows).
+void measure_nvme(DeviceCalibration& c, double min_seconds) {
+  NvmeFile file;
+  const std::int64_t chunk = std::int64_t{64} << 20;
+  auto rate = [&](auto&& io) {
+    std::vector<double> windows;
+    for (int w = 0; w < 5; ++w) {
+      const auto start = std::chrono::steady_clock::now();
+      long calls = 0;
+      double elapsed = 0;
+      do {
+        io();
+        ++calls;
+        elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      } while (elapsed < min_seconds / 5);
+      windows.push_back(static_cast<double>(chunk) * static_cast<double>(calls) / elapsed);
+    }
+    std::sort(windows.begin(), windows.end());
+    return windows[windows.size() / 2];
+  };
+  c.nvme_write_bytes_per_s = rate([&] { file.write(chunk); });
+  c.nvme_read_bytes_per_s = rate([&] { file.read(chunk); });
+}
+
 }  // namespace
 
 DeviceCalibration calibrate_cuda(int device, double min_seconds) {
@@ -320,6 +348,7 @@ DeviceCalibration calibrate_cuda(int device, double min_seconds) {
     measure_copies(c, b, min_seconds);
   }
   measure_kv_kernels(c, min_seconds);
+  measure_nvme(c, min_seconds);
   cublasDestroy(blas);
   return c;
 }
