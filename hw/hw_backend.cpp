@@ -165,9 +165,9 @@ class HwBackend final : public Backend {
     const Plan plan = build_training_plan(s);
     for (const Program& program : plan.programs) {
       for (const Op& op : program.ops) {
-        if (op.kind == OpKind::collective && op.collective == Collective::all_to_all) {
-          throw Unsupported("expert parallelism (all-to-all) is simulated (--backend sim) but not run on the hardware "
-                            "backend yet");
+        if (options_.device == "cuda" && op.kind == OpKind::collective && op.collective == Collective::all_to_all) {
+          throw Unsupported("expert parallelism (all-to-all) runs on --device host (MPI) and in the simulator, not on "
+                            "--device cuda yet");
         }
       }
     }

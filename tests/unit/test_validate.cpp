@@ -82,7 +82,7 @@ nlohmann::json validate_within_limits(const std::string& scenario, int ranks, co
 TEST_CASE("after calibrating the host, validate predicts memory within 10% and time within 25%", "[validation][host-validation]") {
   // Training runs two ranks at once, so it is judged against the calibration of two busy ranks;
   // serving runs one.
-  for (const std::string name : {"train-zero3-2ranks", "train-zero3-nvme-2ranks"}) {
+  for (const std::string name : {"train-zero3-2ranks", "train-zero3-nvme-2ranks", "train-moe-ep2-2ranks"}) {
     INFO(name);
     const auto train = validate_within_limits("scenarios/host/" + name + ".yaml", 2, name, {"time.step_s"});
     CHECK(train["ranks"] == 2);
@@ -170,6 +170,11 @@ TEST_CASE("the hw backend says what it cannot run instead of running something e
     CHECK(no_gpu.exit_code == 2);
     CHECK_THAT(no_gpu.err, Catch::Contains("--device cuda") || Catch::Contains("without CUDA"));
   }
+  // Expert parallelism runs on the host device (MPI all-to-all), not yet on a GPU: said before any device is opened.
+  const auto experts = run_memtwin({"run", source_path("scenarios/host/train-moe-ep2-2ranks.yaml"), "--backend", "hw",
+                                    "--device", "cuda"});
+  CHECK(experts.exit_code == 2);
+  CHECK_THAT(experts.err, Catch::Contains("expert parallelism"));
   const auto ranks = run_memtwin({"run", source_path("scenarios/host/train-zero3-2ranks.yaml"), "--backend", "hw"});
   CHECK(ranks.exit_code == 2);
   CHECK_THAT(ranks.err, Catch::Contains("mpirun -np 2"));
