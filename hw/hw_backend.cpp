@@ -163,14 +163,6 @@ class HwBackend final : public Backend {
 
   RunResult run_training(const Scenario& s) {
     const Plan plan = build_training_plan(s);
-    for (const Program& program : plan.programs) {
-      for (const Op& op : program.ops) {
-        if (options_.device == "cuda" && op.kind == OpKind::collective && op.collective == Collective::all_to_all) {
-          throw Unsupported("expert parallelism (all-to-all) runs on --device host (MPI) and in the simulator, not on "
-                            "--device cuda yet");
-        }
-      }
-    }
     hw::MpiSession& mpi = hw::MpiSession::get();
     if (mpi.size != plan.ranks()) {
       throw Unsupported("the plan has " + std::to_string(plan.ranks()) + " ranks but " + std::to_string(mpi.size) +

@@ -231,6 +231,25 @@ class NcclCollectives final : public Collectives {
           check(ncclAllReduce(data, data, c, ncclBfloat16, ncclSum, comm, s.stream), "ncclAllReduce");
         }
         break;
+      case Collective::all_to_all: {
+        // Expert parallelism's exchange: total / n to every other member, as grouped sends and
+        // receives (NCCL's all-to-all), chunked so that both sides fit the staging buffer.
+        int me = 0;
+        check(ncclCommUserRank(comm, &me), "ncclCommUserRank");
+        const std::int64_t share = (total + n - 1) / n;
+        const std::int64_t piece = static_cast<std::int64_t>(kStaging) / (2 * n);
+        for (std::int64_t done = 0; done < share; done += piece) {
+          const auto c = static_cast<std::size_t>(std::min(piece, share - done));
+          check(ncclGroupStart(), "ncclGroupStart");
+          for (int peer = 0; peer < n; ++peer) {
+            if (peer == me) continue;
+            check(ncclSend(data + peer * c, c, ncclInt8, peer, comm, s.stream), "ncclSend");
+            check(ncclRecv(data + (n + peer) * c, c, ncclInt8, peer, comm, s.stream), "ncclRecv");
+          }
+          check(ncclGroupEnd(), "ncclGroupEnd");
+        }
+        break;
+      }
       case Collective::p2p_forward:
       case Collective::p2p_backward: {
         const auto& pair = plan_.groups.at(op.role).at(static_cast<std::size_t>(group));
