@@ -64,14 +64,7 @@ class CudaKernels final : public DeviceKernels {
   }
 
   void copy(const Op& op) override {
-    if (op.direction == CopyDirection::nvme_to_host || op.direction == CopyDirection::host_to_nvme) {
-      // The NVMe tier sits below host memory (ZeRO-Infinity): file I/O, as on the host device.
-      std::lock_guard lock(nvme_mutex_);
-      if (!nvme_) nvme_ = std::make_unique<NvmeFile>();
-      if (op.direction == CopyDirection::host_to_nvme) nvme_->write(static_cast<std::int64_t>(op.bytes));
-      else nvme_->read(static_cast<std::int64_t>(op.bytes));
-      return;
-    }
+    if (NvmeTier::serves(op.direction)) return nvme_.copy(op.direction, op.bytes);  // below host memory: file I/O
     Thread& t = mine();
     auto left = static_cast<std::int64_t>(op.bytes);
     while (left > 0) {
@@ -153,8 +146,7 @@ class CudaKernels final : public DeviceKernels {
   void* workspace_ = nullptr;
   void* pinned_ = nullptr;
   std::function<void(double)> cpu_adam_;  // the offloaded optimizer runs on the CPU
-  std::mutex nvme_mutex_;
-  std::unique_ptr<NvmeFile> nvme_;  // opened on the first NVMe copy
+  NvmeTier nvme_;
   std::mutex mutex_;
   std::map<std::thread::id, Thread> threads_;
 };

@@ -122,13 +122,7 @@ void HostKernels::compute(const Op& op) {
 }
 
 void HostKernels::copy(const Op& op) {
-  if (op.direction == CopyDirection::nvme_to_host || op.direction == CopyDirection::host_to_nvme) {
-    std::lock_guard lock(nvme_mutex_);
-    if (!nvme_) nvme_ = std::make_unique<NvmeFile>();
-    if (op.direction == CopyDirection::host_to_nvme) nvme_->write(static_cast<std::int64_t>(op.bytes));
-    else nvme_->read(static_cast<std::int64_t>(op.bytes));
-    return;
-  }
+  if (NvmeTier::serves(op.direction)) return nvme_.copy(op.direction, op.bytes);
   memcopy(op.bytes);
 }
 

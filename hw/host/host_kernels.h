@@ -10,8 +10,6 @@
 // tiled, so the process's memory does not depend on the model and `memtwin calibrate` measures it
 // once as the runtime overhead. The calibration microbenchmarks call these same functions.
 #include <cstdint>
-#include <memory>
-#include <mutex>
 #include <vector>
 
 #include "hw/caching_allocator.h"
@@ -45,8 +43,7 @@ class HostKernels final : public DeviceKernels {
   [[nodiscard]] std::int64_t workspace_bytes() const;
 
  private:
-  std::mutex nvme_mutex_;           ///< streams share the NVMe tier, one transfer at a time
-  std::unique_ptr<NvmeFile> nvme_;  ///< opened on the first NVMe copy
+  NvmeTier nvme_;
   std::vector<float> operands_;  ///< A, B, C of a GEMM tile
   std::vector<char> from_, to_;  ///< streaming buffers
   const float* last_output_ = nullptr;

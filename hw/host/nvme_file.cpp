@@ -62,4 +62,11 @@ void NvmeFile::read(std::int64_t bytes) {
   }
 }
 
+void NvmeTier::copy(CopyDirection direction, double bytes) {
+  std::lock_guard lock(mutex_);
+  if (!file_) file_ = std::make_unique<NvmeFile>();
+  if (direction == CopyDirection::host_to_nvme) file_->write(static_cast<std::int64_t>(bytes));
+  else file_->read(static_cast<std::int64_t>(bytes));
+}
+
 }  // namespace memtwin::hw

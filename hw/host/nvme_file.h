@@ -9,7 +9,11 @@
 // that many back from what was written (wrapping around), each blocking until done; one thread at a
 // time. I/O failures throw std::runtime_error naming the file and the call.
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <string>
+
+#include "models/plan/plan.h"
 
 namespace memtwin::hw {
 
@@ -34,6 +38,23 @@ class NvmeFile {
   void* buffer_ = nullptr;     // kChunk bytes, 4 KiB aligned
   std::int64_t written_ = 0;   // file size
   std::int64_t read_at_ = 0;   // next read offset
+};
+
+/// The NVMe tier as a device's plan copies use it (it sits below host memory, so the host device
+/// and the CUDA device move its bytes the same way): the scratch file opened on the first copy,
+/// one transfer at a time, since every stream of the plan may call it.
+class NvmeTier {
+ public:
+  /// Whether `direction` is one of the tier's (nvme_to_host, host_to_nvme).
+  static bool serves(CopyDirection direction) {
+    return direction == CopyDirection::nvme_to_host || direction == CopyDirection::host_to_nvme;
+  }
+  /// Writes (host_to_nvme) or reads back (nvme_to_host) `bytes`; blocks until done.
+  void copy(CopyDirection direction, double bytes);
+
+ private:
+  std::mutex mutex_;
+  std::unique_ptr<NvmeFile> file_;
 };
 
 }  // namespace memtwin::hw

@@ -48,16 +48,13 @@ IterationModel::IterationModel(const Scenario& s) : s_(s) {
   // dot product (shift, mask, int-to-float, the scale and zero point's FMA): the reason int4 decode
   // is ALU-bound on GPUs with few fp32 units for their bandwidth (README).
   constexpr double kDequantOpsPerElement = 5.0;
-  dequant_ops_per_element_ = inf.kv_cache.compression.method == KvCompression::kivi ||
-                                     inf.kv_cache.compression.method == KvCompression::int8 ||
-                                     inf.kv_cache.compression.method == KvCompression::int4 ||
-                                     inf.kv_cache.compression.method == KvCompression::int2
-                                 ? kDequantOpsPerElement
-                                 : 0.0;
+  const CompressionSpec& c = inf.kv_cache.compression;
+  const bool quantized_kv = c.method == KvCompression::kivi || c.method == KvCompression::int8 ||
+                            c.method == KvCompression::int4 || c.method == KvCompression::int2;
+  dequant_ops_per_element_ = quantized_kv ? kDequantOpsPerElement : 0.0;
   // Weight-only int4 (W4A16) GEMMs dequantise every weight on the CUDA cores once per iteration
   // (the batch's rows share a dequantised tile); fp8 and int8 run on tensor cores of their own.
-  weight_dequant_ops_ = inf.weight_dtype == WeightDtype::awq_int4 ? kDequantOpsPerElement * body_params_ / inf.serving.tensor_parallel : 0.0;
-  const CompressionSpec& c = inf.kv_cache.compression;
+  weight_dequant_ops_ = inf.weight_dtype == WeightDtype::awq_int4 ? kDequantOpsPerElement * body_params_ / tp_ : 0.0;
   selects_after_prefill_ = c.method == KvCompression::snapkv || c.method == KvCompression::pyramidkv ||
                            c.method == KvCompression::entropy;
   selection_window_ = c.window > 0 ? c.window : 32;

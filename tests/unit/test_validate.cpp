@@ -77,6 +77,16 @@ nlohmann::json validate_within_limits(const std::string& scenario, int ranks, co
   return last;
 }
 
+// The host serving scenario measured on the host engine (--backend hw), with these settings.
+nlohmann::json served_on_host(const std::vector<std::string>& sets) {
+  std::vector<std::string> args = {"run", source_path("scenarios/host/serve-fp16-kv.yaml"), "--backend", "hw", "--json"};
+  for (const auto& s : sets) args.insert(args.end(), {"--set", s});
+  auto r = run_memtwin(args);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  return nlohmann::json::parse(r.out);
+}
+
 }  // namespace
 
 TEST_CASE("after calibrating the host, validate predicts memory within 10% and time within 25%", "[validation][host-validation]") {
@@ -176,13 +186,8 @@ TEST_CASE("the hw backend says what it cannot run instead of running something e
 }
 
 TEST_CASE("the host engine serves an fp8 (e4m3) KV cache: every request done, the same pool holds more", "[unit]") {
-  const std::string serve = source_path("scenarios/host/serve-fp16-kv.yaml");
-  auto run = [&](const char* dtype) {
-    auto r = run_memtwin({"run", serve, "--backend", "hw", "--json", "--set", "inference.workload.requests=8", "--set",
-                          std::string("inference.kv_cache.dtype=") + dtype});
-    INFO(r.err);
-    REQUIRE(r.exit_code == 0);
-    return nlohmann::json::parse(r.out);
+  auto run = [](const char* dtype) {
+    return served_on_host({"inference.workload.requests=8", std::string("inference.kv_cache.dtype=") + dtype});
   };
   const auto fp8 = run("fp8"), fp16 = run("fp16");
   CHECK(fp8["requests"]["completed"] == 8);
@@ -192,18 +197,11 @@ TEST_CASE("the host engine serves an fp8 (e4m3) KV cache: every request done, th
 }
 
 TEST_CASE("the host engine runs StreamingLLM: sinks and a ring of recent tokens, a bounded cache per sequence", "[unit]") {
-  const std::string serve = source_path("scenarios/host/serve-fp16-kv.yaml");
-  auto run = [&](std::vector<std::string> sets) {
-    std::vector<std::string> args = {"run", serve, "--backend", "hw", "--json", "--set", "inference.workload.requests=8",
-                                     "--set", "inference.workload.output_tokens={dist: fixed, value: 96}"};
-    for (auto& s : sets) args.insert(args.end(), {"--set", s});
-    auto r = run_memtwin(args);
-    INFO(r.err);
-    REQUIRE(r.exit_code == 0);
-    return nlohmann::json::parse(r.out);
-  };
-  const auto streaming = run({"inference.kv_cache.compression={method: streaming, sinks: 4, window: 60}"});
-  const auto full = run({});
+  const std::vector<std::string> load = {"inference.workload.requests=8", "inference.workload.output_tokens={dist: fixed, value: 96}"};
+  auto streaming_sets = load;
+  streaming_sets.push_back("inference.kv_cache.compression={method: streaming, sinks: 4, window: 60}");
+  const auto streaming = served_on_host(streaming_sets);
+  const auto full = served_on_host(load);
   CHECK(streaming["requests"]["completed"] == 8);
   // 64 tokens kept per sequence (4 blocks) instead of its whole prompt and output (about 260).
   CHECK(streaming["kv_cache"]["peak_utilization"].get<double>() < 0.4 * full["kv_cache"]["peak_utilization"].get<double>());
@@ -212,16 +210,11 @@ TEST_CASE("the host engine runs StreamingLLM: sinks and a ring of recent tokens,
 TEST_CASE("the host engine shares cached prefixes through block tables, with a host tier below the GPU", "[unit]") {
   // Prompts of 288-400 tokens whose first 256 are one of a few shared prefixes; a KV pool of 64
   // blocks in the second run, so that prefixes are evicted to host memory and fetched back.
-  const std::string serve = source_path("scenarios/host/serve-fp16-kv.yaml");
-  auto run = [&](std::vector<std::string> sets) {
-    std::vector<std::string> args = {"run", serve, "--backend", "hw", "--json", "--set", "inference.serving.prefix_caching=true",
-                                     "--set", "inference.workload.requests=24", "--set", "inference.workload.rate=8/s", "--set",
-                                     "inference.workload.prompt_tokens={dist: normal, mean: 320, std: 48, min: 288, max: 400}"};
-    for (auto& s : sets) args.insert(args.end(), {"--set", s});
-    auto r = run_memtwin(args);
-    INFO(r.err);
-    REQUIRE(r.exit_code == 0);
-    return nlohmann::json::parse(r.out);
+  auto run = [](std::vector<std::string> sets) {
+    sets.insert(sets.end(), {"inference.serving.prefix_caching=true", "inference.workload.requests=24",
+                             "inference.workload.rate=8/s",
+                             "inference.workload.prompt_tokens={dist: normal, mean: 320, std: 48, min: 288, max: 400}"});
+    return served_on_host(sets);
   };
   const auto shared = run({"inference.workload.shared_prefix={groups: 2, tokens: 256}"});
   CHECK(shared["requests"]["completed"] == 24);
@@ -231,8 +224,8 @@ TEST_CASE("the host engine shares cached prefixes through block tables, with a h
   CHECK(tiered["requests"]["completed"] == 24);
   CHECK(tiered["prefix_cache"]["evictions"].get<double>() > 0);
   CHECK(tiered["tiers"]["prefix_fetch_host_bytes"].get<double>() > 0);  // evicted prefixes came back from host memory
-  const auto nvme = run_memtwin({"run", serve, "--backend", "hw", "--set", "inference.serving.prefix_caching=true", "--set",
-                                 "inference.tiers.nvme=1TB"});
+  const auto nvme = run_memtwin({"run", source_path("scenarios/host/serve-fp16-kv.yaml"), "--backend", "hw", "--set",
+                                 "inference.serving.prefix_caching=true", "--set", "inference.tiers.nvme=1TB"});
   CHECK(nvme.exit_code == 2);
   CHECK_THAT(nvme.err, Catch::Contains("NVMe tier"));
 }
