@@ -7,6 +7,8 @@
 #include <map>
 #include <unordered_map>
 
+#include "hw/block_pool.h"
+#include "hw/kv_eviction.h"
 #include "kernels/kv_kernels.h"
 #include "models/backend.h"
 #include "models/memory/serving_memory.h"
@@ -23,15 +25,19 @@ kernels::KvFormat kv_format(const Scenario& s) {
   f.group = c.group_size;
   switch (c.method) {
     case KvCompression::none:       // 16-bit, or fp8 e4m3 with vLLM's default scale of 1
-    case KvCompression::streaming:  // the same vectors, fewer of them (the engine keeps sinks and a window)
+    case KvCompression::streaming:  // the same vectors, fewer of them (hw/kv_eviction.h says which)
+    case KvCompression::h2o:
+    case KvCompression::snapkv:
       f.element = s.inference->kv_cache.dtype == KvDtype::fp8 ? kernels::KvElement::fp8 : kernels::KvElement::fp16;
       break;
     case KvCompression::int8: f.element = kernels::KvElement::int8; break;
     case KvCompression::int4: f.element = kernels::KvElement::int4; break;
     case KvCompression::int2: f.element = kernels::KvElement::int2; break;
     default:
-      throw Unsupported("the serving engine runs KV compression none, int8, int4, int2 or streaming; '" +
-                        std::string(kKvCompressionNames.name(c.method)) + "' is simulated only");
+      throw Unsupported("the serving engine runs KV compression none, int8, int4, int2, streaming, h2o or snapkv; '" +
+                        std::string(kKvCompressionNames.name(c.method)) + "' is simulated only" +
+                        (c.method == KvCompression::kivi ? " (KIVI's per-channel key groups need a decode kernel of their own)"
+                                                         : " (per-layer or per-head budgets need block tables per layer)"));
   }
   try {
     f.validate();
@@ -41,73 +47,11 @@ kernels::KvFormat kv_format(const Scenario& s) {
   return f;
 }
 
-// Physical KV blocks of the pool, handed to sequences and to cached shared prefixes as the
-// scheduler grows, shares and evicts them.
-class BlockPool {
- public:
-  BlockPool(std::int64_t blocks, const ServingRun& run) : run_(run) {
-    for (std::int64_t b = blocks - 1; b >= 0; --b) free_.push_back(static_cast<std::int32_t>(b));
-  }
-  /// Makes every running sequence own exactly the blocks the scheduler counts as its own, and every
-  /// cached prefix hold its blocks; releases those of sequences that left (finished, preempted or
-  /// swapped out) and of prefixes evicted from the GPU.
-  void sync(const std::deque<Sequence>& running, const std::map<int, std::int64_t>& prefixes) {
-    std::unordered_map<std::size_t, std::int64_t> want;
-    for (const auto& q : running) want[q.record] = q.blocks;
-    shrink(owned_, [&](std::size_t record) {
-      auto w = want.find(record);
-      return w == want.end() ? 0 : w->second;
-    });
-    shrink(prefix_, [&](int group) {
-      auto w = prefixes.find(group);
-      return w == prefixes.end() ? 0 : w->second;
-    });
-    for (const auto& [group, blocks] : prefixes) grow(prefix_[group], blocks);
-    for (const auto& [record, blocks] : want) grow(owned_[record], blocks);
-  }
-  /// The sequence's logical blocks: its share of its group's cached prefix, then its own.
-  [[nodiscard]] std::vector<std::int32_t> table(const Sequence& q) const {
-    std::vector<std::int32_t> t;
-    if (q.shared > 0) {
-      const auto& prefix = prefix_.at(run_.requests[q.record].prefix_group);
-      t.assign(prefix.begin(), prefix.begin() + q.shared);
-    }
-    const auto own = owned_.find(q.record);
-    if (own != owned_.end()) t.insert(t.end(), own->second.begin(), own->second.end());
-    return t;
-  }
-
- private:
-  template <class Map, class Want>
-  void shrink(Map& holders, Want want) {
-    for (auto it = holders.begin(); it != holders.end();) {
-      const std::int64_t keep = want(it->first);
-      while (static_cast<std::int64_t>(it->second.size()) > keep) {
-        free_.push_back(it->second.back());
-        it->second.pop_back();
-      }
-      it = it->second.empty() ? holders.erase(it) : std::next(it);
-    }
-  }
-  void grow(std::vector<std::int32_t>& blocks, std::int64_t total) {
-    while (static_cast<std::int64_t>(blocks.size()) < total) {
-      if (free_.empty()) throw std::logic_error("KV block pool exhausted: the scheduler and the pool disagree");
-      blocks.push_back(free_.back());
-      free_.pop_back();
-    }
-  }
-
-  const ServingRun& run_;
-  std::vector<std::int32_t> free_;
-  std::unordered_map<std::size_t, std::vector<std::int32_t>> owned_;  // by request record
-  std::map<int, std::vector<std::int32_t>> prefix_;                   // by prefix group
-};
-
 // The model's tensors and one iteration's forward pass, on the device's kernels.
 class DeviceModel {
  public:
-  DeviceModel(const Scenario& s, CachingAllocator& allocator, ServingKernels& kernels, std::int64_t capacity_blocks,
-              std::int64_t weight_bytes)
+  DeviceModel(const Scenario& s, const KvCompressor& kv, CachingAllocator& allocator, ServingKernels& kernels,
+              std::int64_t capacity_blocks, std::int64_t weight_bytes)
       : m_(s.model), allocator_(allocator), kernels_(kernels) {
     const bool gated = m_.mlp == MlpKind::swiglu || m_.mlp == MlpKind::geglu;
     q_ = m_.heads * m_.head_dim;
@@ -136,18 +80,19 @@ class DeviceModel {
     shape_.block_size = s.inference->serving.block_size;
     shape_.kv_heads = m_.kv_heads;
     shape_.format = kv_format(s);
-    const CompressionSpec& c = s.inference->kv_cache.compression;
-    if (c.method == KvCompression::streaming) sinks_ = c.sinks, window_ = c.window;
     pool_bytes_ = static_cast<std::int64_t>(shape_.bytes()) * 2 * m_.layers;
     pool_ = static_cast<std::uint8_t*>(allocator_.allocate(pool_bytes_, "kv_cache"));
+    eviction_ = std::make_unique<KvEviction>(s, kv, shape_, kernels_, allocator_);
   }
   ~DeviceModel() {
+    eviction_.reset();
     allocator_.release(pool_);
     allocator_.release(weights_);
   }
   DeviceModel(const DeviceModel&) = delete;
   DeviceModel& operator=(const DeviceModel&) = delete;
-  [[nodiscard]] std::int64_t pool_bytes() const { return pool_bytes_; }
+  /// K and V, and H2O's scores.
+  [[nodiscard]] std::int64_t pool_bytes() const { return pool_bytes_ + eviction_->score_bytes(); }
 
   void forward(const ScheduledIteration& it, const BlockPool& blocks) {
     const int h = m_.hidden, d = m_.head_dim;
@@ -160,8 +105,8 @@ class DeviceModel {
     // Where each token's K and V go: decodes first, then the prefill chunks in order.
     slots_.clear();
     positions_.clear();
-    auto place = [&](const std::vector<std::int32_t>& table, int position) {
-      const int index = cache_index(position);
+    auto place = [&](const Sequence& q, const std::vector<std::int32_t>& table, int position) {
+      const int index = eviction_->index(q, position);
       slots_.push_back(static_cast<std::int64_t>(table.at(static_cast<std::size_t>(index / shape_.block_size))) *
                            shape_.block_size +
                        index % shape_.block_size);
@@ -170,11 +115,12 @@ class DeviceModel {
     std::vector<std::vector<std::int32_t>> decode_tables;
     for (const Sequence* q : it.decoding) {
       decode_tables.push_back(blocks.table(*q));
-      place(decode_tables.back(), q->prompt + q->generated - 1);
+      place(*q, decode_tables.back(), q->prompt + q->generated - 1);
     }
+    prefill_tables_.clear();
     for (std::size_t i = 0; i < it.prefilling.size(); ++i) {
-      const auto table = blocks.table(*it.prefilling[i]);
-      for (int t = 0; t < it.chunks[i]; ++t) place(table, it.prefilling[i]->prefilled + t);
+      prefill_tables_.push_back(blocks.table(*it.prefilling[i]));
+      for (int t = 0; t < it.chunks[i]; ++t) place(*it.prefilling[i], prefill_tables_.back(), it.prefilling[i]->prefilled + t);
     }
     // Decode attention's block tables.
     int max_blocks = 1;
@@ -185,8 +131,9 @@ class DeviceModel {
       const Sequence& q = *it.decoding[static_cast<std::size_t>(i)];
       const auto& t = decode_tables[static_cast<std::size_t>(i)];
       std::copy(t.begin(), t.end(), tables_.begin() + static_cast<long>(i) * max_blocks);
-      context_[static_cast<std::size_t>(i)] = cached_tokens(q.prompt + q.generated);
+      context_[static_cast<std::size_t>(i)] = eviction_->cached(q);
     }
+    eviction_->begin(it, max_blocks);
 
     // Activations as vLLM's profile counts them: the residual stream, the normed input, one
     // intermediate (the larger of attention's and the MLP's), the logits and their probabilities;
@@ -212,14 +159,21 @@ class DeviceModel {
       kernels_.rotary(inter, tokens, width_, m_.heads + m_.kv_heads, d, positions_.data());
       kernels_.copy_rows(inter + q_, width_, k_new, kv_, tokens, kv_);
       kernels_.copy_rows(inter + q_ + kv_, width_, v_new, kv_, tokens, kv_);
+      const KvEviction::Step step{l,       k_cache,       v_cache, &it,    &tables_, max_blocks, &context_,
+                                  &prefill_tables_, &slots_, inter, width_};
+      eviction_->before_write(step);
       kernels_.write_paged(k_new, slots_.data(), tokens, shape_, k_cache);
       kernels_.write_paged(v_new, slots_.data(), tokens, shape_, v_cache);
       if (decodes > 0) {
         kernels_.copy_rows(inter, width_, query, q_, decodes, q_);
-        kernels_.decode_attention(kernels::make_decode_args(query, k_cache, v_cache, tables_.data(), context_.data(), attended,
-                                                            decodes, m_.heads, max_blocks, shape_));
+        auto args = kernels::make_decode_args(query, k_cache, v_cache, tables_.data(), context_.data(), attended, decodes, m_.heads,
+                                              max_blocks, shape_);
+        args.probs = eviction_->decode_probs();
+        args.probs_stride = eviction_->decode_probs_stride();
+        kernels_.decode_attention(args);
         kernels_.copy_rows(attended, q_, inter + q_ + 2 * kv_, width_, decodes, q_);
       }
+      eviction_->after_attention(step);
       // Prefill attention: each chunk's queries against its prefix and itself (causal: half the
       // chunk on average), per head, as the iteration model counts it.
       for (std::size_t i = 0; i < it.prefilling.size(); ++i) {
@@ -239,20 +193,12 @@ class DeviceModel {
       kernels_.argmax_rows(logits, outputs, m_.vocab, sampled_);
     }
     kernels_.synchronize();
+    eviction_->end();
     for (float* t : {attended, query, v_new, k_new, logits, inter, normed, residual}) allocator_.release(t);
   }
 
  private:
   float* tensor(std::int64_t bytes, const char* what) { return static_cast<float*>(allocator_.allocate(bytes, what)); }
-
-  // StreamingLLM keeps the first `sinks_` tokens and a ring of the last `window_`: a token's
-  // place in its sequence's cache, and how many are cached after `tokens` tokens. Without
-  // eviction, every token in order.
-  [[nodiscard]] int cache_index(int position) const {
-    if (window_ == 0 || position < sinks_) return position;
-    return sinks_ + (position - sinks_) % window_;
-  }
-  [[nodiscard]] int cached_tokens(int tokens) const { return window_ == 0 ? tokens : std::min(tokens, sinks_ + window_); }
 
   struct Layer {
     float *qkv = nullptr, *o = nullptr, *up = nullptr, *down = nullptr;
@@ -261,7 +207,6 @@ class DeviceModel {
   CachingAllocator& allocator_;
   ServingKernels& kernels_;
   int q_ = 0, kv_ = 0, up_ = 0, width_ = 0;
-  int sinks_ = 0, window_ = 0;  // StreamingLLM's (window 0: no eviction)
   float* weights_ = nullptr;
   float* lm_head_ = nullptr;
   std::vector<Layer> layers_;
@@ -271,6 +216,8 @@ class DeviceModel {
   std::vector<std::int64_t> slots_;
   std::vector<std::int32_t> positions_;
   std::vector<std::int32_t> tables_, context_;
+  std::vector<std::vector<std::int32_t>> prefill_tables_;
+  std::unique_ptr<KvEviction> eviction_;  // where tokens live; H2O's and SnapKV's scores
   std::vector<int> sampled_;
 };
 
@@ -292,6 +239,9 @@ void require_serving_support(const Scenario& s) {
 
 ServingMeasurement serve_on_device(const Scenario& s, ServingDevice& device) {
   require_serving_support(s);
+  if (scores_tokens(s.inference->kv_cache.compression.method) && !device.kernels->supports_score_eviction()) {
+    throw Unsupported("H2O and SnapKV run on --device host: this device has no attention-probability and eviction kernels yet");
+  }
   using Clock = std::chrono::steady_clock;
   const Inference& inf = *s.inference;
   const ServingMemory memory = serving_memory(s);
@@ -303,10 +253,10 @@ ServingMeasurement serve_on_device(const Scenario& s, ServingDevice& device) {
   ServingRun& run = out.run;
   run.capacity_blocks = memory.capacity_blocks;
   try {
-    DeviceModel model(s, allocator, *device.kernels, memory.capacity_blocks, memory.weights.count());
+    const auto kv = make_kv_compressor(inf.kv_cache.compression, serving_kv_shape(s));
+    DeviceModel model(s, *kv, allocator, *device.kernels, memory.capacity_blocks, memory.weights.count());
     out.weights_bytes = memory.weights.count();
     out.kv_pool_bytes = model.pool_bytes();
-    const auto kv = make_kv_compressor(inf.kv_cache.compression, serving_kv_shape(s));
     BatchScheduler scheduler(0, s, *kv, run, memory.capacity_blocks, memory.block_bytes.as_double());
     BlockPool blocks(memory.capacity_blocks, run);
 

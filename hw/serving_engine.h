@@ -16,11 +16,11 @@
 // sequences of a prefix group read through their block tables, as in vLLM; prefixes evicted to the
 // host tier and fetched back cross the host link before the iteration (proactive copies, which run
 // in the background, are not made).
-// StreamingLLM keeps its attention sinks and a ring of recent tokens in the sequence's blocks, so
-// decode attention reads only those.
+// StreamingLLM, H2O and SnapKV keep their tokens as hw/kv_eviction.h says (H2O and SnapKV on
+// devices with the score kernels: the host).
 // Supported: one replica, no tensor or pipeline parallelism, fp32 weights, KV compression none
-// (16-bit or fp8), int8/int4/int2 (head_dim 64, 128 or 256) or streaming, no NVMe tier. Anything else throws
-// Unsupported naming it.
+// (16-bit or fp8), int8/int4/int2 (head_dim 64, 128 or 256), streaming, h2o or snapkv, no NVMe
+// tier. Anything else throws Unsupported naming it.
 #include <cstdint>
 #include <memory>
 #include <optional>

@@ -12,8 +12,10 @@
 // after them). Misuse throws std::invalid_argument, a device failure std::runtime_error naming
 // the call.
 #include <cstdint>
+#include <stdexcept>
 #include <vector>
 
+#include "kernels/eviction.h"
 #include "kernels/kv_kernels.h"
 
 namespace memtwin::hw {
@@ -40,8 +42,31 @@ class ServingKernels {
   /// kernels::write_paged; slot_mapping[tokens] is host memory.
   virtual void write_paged(const float* values, const std::int64_t* slot_mapping, int tokens,
                            const kernels::PagedShape& shape, std::uint8_t* cache) = 0;
-  /// kernels::decode_attention; a.block_tables and a.context_lens are host memory.
+  /// kernels::decode_attention; a.block_tables and a.context_lens are host memory. a.probs (the
+  /// probabilities, for eviction) only where supports_score_eviction().
   virtual void decode_attention(const kernels::DecodeAttentionArgs& a) = 0;
+
+  // Score-based eviction (H2O, SnapKV; kernels/eviction.h). Scores are device memory; block
+  // tables, context lengths and slot mappings host memory.
+  /// Whether the device runs the three calls below and decode attention's probabilities.
+  [[nodiscard]] virtual bool supports_score_eviction() const { return false; }
+  /// Zeroes the scores of the slots about to take new tokens (slot_mapping as write_paged's).
+  virtual void clear_scores(const kernels::PagedScores&, const std::int64_t* /*slot_mapping*/, int /*tokens*/) { no_eviction(); }
+  virtual void accumulate_scores(const float* /*probs*/, int /*rows*/, int /*q_heads*/, int /*probs_stride*/,
+                                 const std::int32_t* /*block_tables*/, int /*max_blocks_per_seq*/,
+                                 const std::int32_t* /*context_lens*/, const kernels::PagedScores&) {
+    no_eviction();
+  }
+  virtual void select_and_compact(std::uint8_t* /*k_cache*/, std::uint8_t* /*v_cache*/, const kernels::PagedShape&,
+                                  const kernels::PagedScores&, const kernels::PromptSelection&) {
+    no_eviction();
+  }
+  virtual void promote_leaving_token(std::uint8_t* /*k_cache*/, std::uint8_t* /*v_cache*/, const kernels::PagedShape&,
+                                     const kernels::PagedScores&, const std::int32_t* /*block_table*/, int /*heavy*/,
+                                     int /*leaving*/) {
+    no_eviction();
+  }
+
   /// Prefill attention's products for a chunk of `queries` against `keys` (per head: QK^T then
   /// PV), as the iteration model counts them.
   virtual void prefill_attention(std::int64_t queries, std::int64_t keys, int head_dim, int heads) = 0;
@@ -50,6 +75,9 @@ class ServingKernels {
   /// Moves `bytes` over the host link and back, as swap preemption does.
   virtual void swap(std::int64_t bytes) = 0;
   virtual void synchronize() = 0;
+
+ private:
+  [[noreturn]] static void no_eviction() { throw std::logic_error("this device does not run score-based eviction"); }
 };
 
 }  // namespace memtwin::hw

@@ -32,7 +32,12 @@ struct DecodeAttentionArgs {
   const std::uint8_t* v_cache = nullptr;    // same shape as k_cache
   const std::int32_t* block_tables = nullptr;  // [num_seqs, max_blocks_per_seq]
   const std::int32_t* context_lens = nullptr;  // [num_seqs], tokens cached per sequence (>= 1)
-  float* out = nullptr;                     // [num_seqs, q_heads, head_dim]
+  float* out = nullptr;                     // [num_seqs, q_heads, head_dim]; may be null when probs is set
+  /// Optional: each query head's attention probabilities, [num_seqs, q_heads, probs_stride] (the
+  /// first context_lens[seq] of each row written), for eviction methods that score tokens by the
+  /// attention they receive (H2O, SnapKV). CPU kernels only.
+  float* probs = nullptr;
+  int probs_stride = 0;
   int num_seqs = 0;
   int q_heads = 0;                          // a multiple of kv_heads (GQA), at most 8 per KV head
   int max_blocks_per_seq = 0;

@@ -86,6 +86,12 @@ void HostServingKernels::write_paged(const float* values, const std::int64_t* sl
 
 void HostServingKernels::decode_attention(const kernels::DecodeAttentionArgs& a) { kernels::decode_attention(a); }
 
+void HostServingKernels::clear_scores(const kernels::PagedScores& scores, const std::int64_t* slot_mapping, int tokens) {
+  for (int t = 0; t < tokens; ++t) {
+    if (slot_mapping[t] >= 0) std::fill_n(scores.data + slot_mapping[t] * scores.kv_heads, scores.kv_heads, 0.0f);
+  }
+}
+
 void HostServingKernels::prefill_attention(std::int64_t queries, std::int64_t keys, int head_dim, int heads) {
   kernels_.gemm({queries, keys, head_dim, heads});
   kernels_.gemm({queries, head_dim, keys, heads});

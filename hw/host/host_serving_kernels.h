@@ -22,6 +22,21 @@ class HostServingKernels final : public ServingKernels {
   void write_paged(const float* values, const std::int64_t* slot_mapping, int tokens, const kernels::PagedShape& shape,
                    std::uint8_t* cache) override;
   void decode_attention(const kernels::DecodeAttentionArgs& a) override;
+  [[nodiscard]] bool supports_score_eviction() const override { return true; }
+  void clear_scores(const kernels::PagedScores& scores, const std::int64_t* slot_mapping, int tokens) override;
+  void accumulate_scores(const float* probs, int rows, int q_heads, int probs_stride, const std::int32_t* block_tables,
+                         int max_blocks_per_seq, const std::int32_t* context_lens, const kernels::PagedScores& scores) override {
+    kernels::accumulate_paged_scores(probs, rows, q_heads, probs_stride, block_tables, max_blocks_per_seq, context_lens, scores);
+  }
+  void select_and_compact(std::uint8_t* k_cache, std::uint8_t* v_cache, const kernels::PagedShape& shape,
+                          const kernels::PagedScores& scores, const kernels::PromptSelection& selection) override {
+    kernels::select_and_compact(k_cache, v_cache, shape, scores, selection);
+  }
+  void promote_leaving_token(std::uint8_t* k_cache, std::uint8_t* v_cache, const kernels::PagedShape& shape,
+                             const kernels::PagedScores& scores, const std::int32_t* block_table, int heavy,
+                             int leaving) override {
+    kernels::promote_leaving_token(k_cache, v_cache, shape, scores, block_table, heavy, leaving);
+  }
   void prefill_attention(std::int64_t queries, std::int64_t keys, int head_dim, int heads) override;
   void argmax_rows(const float* x, int rows, int cols, std::vector<int>& out) override;
   void swap(std::int64_t bytes) override;

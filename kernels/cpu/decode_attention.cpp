@@ -11,7 +11,12 @@ namespace memtwin::kernels {
 void validate(const DecodeAttentionArgs& a) {
   a.shape.format.validate();
   auto fail = [](const std::string& m) { throw std::invalid_argument("decode_attention: " + m); };
-  if (!a.query || !a.k_cache || !a.v_cache || !a.block_tables || !a.context_lens || !a.out) fail("a pointer is null");
+  if (!a.query || !a.k_cache || !a.v_cache || !a.block_tables || !a.context_lens || !(a.out || a.probs)) {
+    fail("a pointer is null");
+  }
+  if (a.probs && a.probs_stride < a.max_blocks_per_seq * a.shape.block_size) {
+    fail("probs_stride must hold max_blocks_per_seq * block_size tokens");
+  }
   if (a.num_seqs <= 0) fail("num_seqs must be positive");
   if (a.shape.kv_heads <= 0 || a.q_heads % a.shape.kv_heads != 0) {
     fail("q_heads (" + std::to_string(a.q_heads) + ") must be a multiple of kv_heads (" + std::to_string(a.shape.kv_heads) + ")");
@@ -83,6 +88,23 @@ void dequantize_fast(const std::uint8_t* in, const KvFormat& f, const float* hal
   }
 }
 
+}  // namespace
+
+void write_probabilities(const DecodeAttentionArgs& a, int seq, int first_head, int heads, const float* numerators,
+                         const float* denominators) {
+  if (!a.probs) return;
+  const int ctx = a.context_lens[seq];
+  for (int g = 0; g < heads; ++g) {
+    float* p = a.probs + (static_cast<std::size_t>(seq) * a.q_heads + first_head + g) * a.probs_stride;
+    const float* n = numerators + static_cast<std::size_t>(g) * ctx;
+    const float inv = 1.0f / denominators[g];
+#pragma omp simd
+    for (int t = 0; t < ctx; ++t) p[t] = n[t] * inv;
+  }
+}
+
+namespace {
+
 // One (sequence, KV head): two passes over the cache, K then V, each vector dequantised once and
 // used by every query head of the GQA group. Built twice on x86-64 (AVX2+FMA and baseline), the
 // loader picking the one the CPU runs.
@@ -116,6 +138,8 @@ void attend_pair(const DecodeAttentionArgs& a, int seq, int kvh, const float* ha
     for (int t = 0; t < ctx; ++t) sum += (sg[t] = std::exp(sg[t] - m));
     denominators[g] = sum;
   }
+  write_probabilities(a, seq, kvh * group, group, scores.data(), denominators.data());
+  if (!a.out) return;
   for (int t = 0; t < ctx; ++t) {
     dequantize_fast(a.v_cache + a.shape.offset(table[t / a.shape.block_size], t % a.shape.block_size, kvh), f, halves, vec);
     for (int g = 0; g < group; ++g) {

@@ -365,6 +365,8 @@ void attend(const DecodeAttentionArgs& a, int seq, int kvh) {
   key_scores<G>(a, table, q, kvh, ctx, scores.data(), aligned);
   float denominators[G];
   for (int g = 0; g < G; ++g) denominators[g] = softmax_numerators(scores.data() + static_cast<std::size_t>(g) * ctx, ctx);
+  write_probabilities(a, seq, kvh * G, G, scores.data(), denominators);
+  if (!a.out) return;
   float* out = a.out + (static_cast<std::size_t>(seq) * a.q_heads + kvh * G) * hd;
   weighted_values<G>(a, table, kvh, ctx, scores.data(), denominators, out, acc.data(), aligned);
 }

@@ -3,6 +3,13 @@
 // the check that this CPU can run it. Internal to kernels/: decode_attention() dispatches.
 #include "kernels/kv_kernels.h"
 
+namespace memtwin::kernels {
+/// Both kernels' last step when a.probs is set: heads [first_head, first_head + heads) of the
+/// sequence, from their softmax numerators ([heads, context] in a row each) and denominators.
+void write_probabilities(const DecodeAttentionArgs& a, int seq, int first_head, int heads, const float* numerators,
+                         const float* denominators);
+}  // namespace memtwin::kernels
+
 namespace memtwin::kernels::simd {
 
 /// Whether the CPU has AVX2, FMA and F16C and the build has the kernel.

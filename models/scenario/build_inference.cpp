@@ -108,7 +108,13 @@ CompressionSpec build_compression(const ParamValues& v) {
     v.fail(kComp + "budget", "the budget (" + str(c.budget) + ") must exceed the observation window (" +
                                  str(c.window) + ")");
   }
-  if (uses("pooling_kernel")) c.pooling_kernel = v.int32(kComp + "pooling_kernel");
+  if (uses("pooling_kernel")) {
+    c.pooling_kernel = v.int32(kComp + "pooling_kernel");
+    if (c.pooling_kernel < 1 || c.pooling_kernel % 2 == 0) {
+      v.fail(kComp + "pooling_kernel", "the pooling kernel must be odd and positive (a window centred on each token), got " +
+                                           str(c.pooling_kernel));
+    }
+  }
   if (uses("beta")) c.beta = v.number(kComp + "beta");
   return c;
 }

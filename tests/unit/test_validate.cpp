@@ -1,6 +1,7 @@
 // memtwin validate and compare: predicted against measured on the host device. The
-// [host-validation] case calibrates this machine and validates a training step (ZeRO-3 over two
-// MPI ranks) and two serving runs (fp16 and int4 KV); ctest runs it alone (RUN_SERIAL) so that
+// [host-validation] case calibrates this machine and validates training steps (ZeRO-3 over two
+// MPI ranks, with NVMe offload, MoE with expert parallelism) and serving runs (fp16, int4,
+// StreamingLLM, H2O and SnapKV KV); ctest runs it alone (RUN_SERIAL) so that
 // nothing else competes for the cores it measures.
 #include <catch2/catch.hpp>
 
@@ -99,7 +100,7 @@ TEST_CASE("after calibrating the host, validate predicts memory within 10% and t
     CHECK(std::abs(error_of(train, "memory.gpu.peak_bytes")) <= 10);
     CHECK(std::abs(error_of(train, "time.step_s")) <= 25);
   }
-  for (const std::string kv : {"fp16", "int4", "streaming"}) {
+  for (const std::string kv : {"fp16", "int4", "streaming", "h2o", "snapkv"}) {
     INFO(kv);
     const auto serve = validate_within_limits("scenarios/host/serve-" + kv + "-kv.yaml", 1, "serve-" + kv + "-kv",
                                               {"latency_s.ttft.p50", "latency_s.tpot.p50", "throughput.output_tokens_per_s"});
@@ -167,6 +168,10 @@ TEST_CASE("the hw backend says what it cannot run instead of running something e
   const auto kivi = run_memtwin({"run", serve, "--backend", "hw", "--set", "inference.kv_cache.compression={method: kivi}"});
   CHECK(kivi.exit_code == 2);
   CHECK_THAT(kivi.err, Catch::Contains("kivi"));
+  const auto pyramid = run_memtwin({"run", serve, "--backend", "hw", "--set",
+                                    "inference.kv_cache.compression={method: pyramidkv, budget: 64, window: 16}"});
+  CHECK(pyramid.exit_code == 2);
+  CHECK_THAT(pyramid.err, Catch::Contains("pyramidkv") && Catch::Contains("per layer"));
   // Serving on --device cuda without a GPU (or without CUDA in the build) says why it cannot run.
   const auto cuda = run_memtwin({"run", serve, "--backend", "hw", "--device", "cuda"});
   if (cuda.exit_code != 0) {
@@ -205,6 +210,27 @@ TEST_CASE("the host engine runs StreamingLLM: sinks and a ring of recent tokens,
   CHECK(streaming["requests"]["completed"] == 8);
   // 64 tokens kept per sequence (4 blocks) instead of its whole prompt and output (about 260).
   CHECK(streaming["kv_cache"]["peak_utilization"].get<double>() < 0.4 * full["kv_cache"]["peak_utilization"].get<double>());
+}
+
+TEST_CASE("the host engine runs H2O and SnapKV: prompts selected per KV head, a bounded cache per sequence", "[unit]") {
+  // 8 requests with 96 outputs each; H2O keeps 30% of each prompt (heavy hitters and a recent
+  // window, evicting a token per head each step), SnapKV 64 tokens of it plus the outputs.
+  const std::vector<std::string> load = {"inference.workload.requests=8", "inference.workload.output_tokens={dist: fixed, value: 96}"};
+  const auto full = served_on_host(load);
+  for (const std::string method : {"{method: h2o, heavy_ratio: 0.2, recent_ratio: 0.1}", "{method: snapkv, budget: 64, window: 16}"}) {
+    INFO(method);
+    auto sets = load;
+    sets.push_back("inference.kv_cache.compression=" + method);
+    const auto evicting = served_on_host(sets);
+    CHECK(evicting["requests"]["completed"] == 8);
+    CHECK(evicting["kv_cache"]["peak_utilization"].get<double>() < 0.8 * full["kv_cache"]["peak_utilization"].get<double>());
+  }
+  // The pool H2O allocates holds its fp32 scores (one per token, KV head and layer) beside K and V,
+  // as the size model counts them: the pool is the same bytes with fewer blocks.
+  auto h2o_sets = load;
+  h2o_sets.push_back("inference.kv_cache.compression={method: h2o}");
+  const auto h2o = served_on_host(h2o_sets);
+  CHECK(h2o["memory"]["gpu"]["kv_pool_bytes"].get<double>() == Approx(full["memory"]["gpu"]["kv_pool_bytes"].get<double>()).epsilon(0.01));
 }
 
 TEST_CASE("the host engine shares cached prefixes through block tables, with a host tier below the GPU", "[unit]") {

@@ -1,0 +1,179 @@
+#include "hw/kv_eviction.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace memtwin::hw {
+namespace {
+
+// Prompt queries scored at once: their probabilities stay under this many bytes.
+constexpr std::int64_t kScoreBatchBytes = std::int64_t{32} << 20;
+
+}  // namespace
+
+bool scores_tokens(KvCompression method) { return method == KvCompression::h2o || method == KvCompression::snapkv; }
+
+KvEviction::KvEviction(const Scenario& s, const KvCompressor& kv, const kernels::PagedShape& shape, ServingKernels& kernels,
+                       CachingAllocator& allocator)
+    : s_(s), kv_(kv), shape_(shape), kernels_(kernels), allocator_(allocator),
+      method_(s.inference->kv_cache.compression.method), q_heads_(s.model.heads) {
+  if (method_ != KvCompression::h2o) return;
+  // One fp32 score per cached (token, KV head) and layer: the bytes H2O's size model adds per token.
+  const std::int64_t floats = static_cast<std::int64_t>(shape_.num_blocks) * shape_.block_size * shape_.kv_heads * s.model.layers;
+  score_bytes_ = 4 * floats;
+  scores_ = static_cast<float*>(allocator_.allocate(score_bytes_, "kv_cache.scores"));
+  kernels_.fill(scores_, floats, 0.0f);
+}
+
+KvEviction::~KvEviction() {
+  end();
+  if (scores_) allocator_.release(scores_);
+}
+
+KvEviction::Budget KvEviction::budget(const Sequence& q) const {
+  Budget b;
+  b.keep = static_cast<int>(kv_.kept_tokens(q.prompt, 0));
+  const CompressionSpec& c = s_.inference->kv_cache.compression;
+  if (method_ == KvCompression::h2o) {
+    b.recent = std::clamp(static_cast<int>(std::ceil(c.recent_ratio * q.prompt)), 1, b.keep);
+  } else {
+    b.recent = std::min(c.window, b.keep);
+  }
+  return b;
+}
+
+int KvEviction::index(const Sequence& q, int position) const {
+  const CompressionSpec& c = s_.inference->kv_cache.compression;
+  switch (method_) {
+    case KvCompression::streaming:
+      return position < c.sinks ? position : c.sinks + (position - c.sinks) % c.window;
+    case KvCompression::snapkv:
+      return position < q.prompt ? position : budget(q).keep + (position - q.prompt);
+    case KvCompression::h2o: {
+      if (position < q.prompt) return position;
+      const Budget b = budget(q);
+      return b.keep - b.recent + (position - q.prompt) % b.recent;
+    }
+    default:
+      return position;
+  }
+}
+
+kernels::PagedScores KvEviction::layer_scores(int layer) const {
+  kernels::PagedScores p;
+  p.data = scores_ + static_cast<std::int64_t>(layer) * shape_.num_blocks * shape_.block_size * shape_.kv_heads;
+  p.block_size = shape_.block_size;
+  p.kv_heads = shape_.kv_heads;
+  return p;
+}
+
+void KvEviction::begin(const ScheduledIteration& it, int max_blocks) {
+  end();
+  if (method_ != KvCompression::h2o || it.decoding.empty()) return;
+  decode_stride_ = max_blocks * shape_.block_size;
+  decode_probs_ = static_cast<float*>(allocator_.allocate(
+      4LL * static_cast<std::int64_t>(it.decoding.size()) * q_heads_ * decode_stride_, "activations.attention_probs"));
+}
+
+void KvEviction::end() {
+  if (decode_probs_) allocator_.release(decode_probs_);
+  decode_probs_ = nullptr;
+  decode_stride_ = 0;
+}
+
+void KvEviction::before_write(const Step& step) {
+  if (method_ != KvCompression::h2o) return;
+  const kernels::PagedScores scores = layer_scores(step.layer);
+  const auto& decoding = step.it->decoding;
+  for (std::size_t i = 0; i < decoding.size(); ++i) {
+    const Sequence& q = *decoding[i];
+    const Budget b = budget(q);
+    const int leaving = index(q, q.prompt + q.generated - 1);
+    kernels_.promote_leaving_token(step.k_cache, step.v_cache, shape_, scores,
+                                   step.decode_tables->data() + i * static_cast<std::size_t>(step.max_blocks), b.keep - b.recent,
+                                   leaving);
+  }
+  kernels_.clear_scores(scores, step.slots->data(), static_cast<int>(step.slots->size()));
+}
+
+void KvEviction::score_queries(const Step& step, int first_row, int count, int position, const std::vector<std::int32_t>& kv_table,
+                               const std::vector<std::int32_t>& score_table, const kernels::PagedScores& scores) {
+  const int d = s_.model.head_dim, width = q_heads_ * d;
+  const int blocks = static_cast<int>(kv_table.size());
+  const int stride = blocks * shape_.block_size;
+  const int batch = static_cast<int>(std::clamp<std::int64_t>(kScoreBatchBytes / (4LL * q_heads_ * stride), 1, count));
+  auto* query = static_cast<float*>(allocator_.allocate(4LL * batch * width, "activations.score_queries"));
+  auto* probs = static_cast<float*>(allocator_.allocate(4LL * batch * q_heads_ * stride, "activations.attention_probs"));
+  std::vector<std::int32_t> kv_tables, score_tables, context;
+  for (int r0 = 0; r0 < count; r0 += batch) {
+    const int n = std::min(batch, count - r0);
+    kv_tables.clear();
+    score_tables.clear();
+    context.clear();
+    for (int r = 0; r < n; ++r) {
+      kv_tables.insert(kv_tables.end(), kv_table.begin(), kv_table.end());
+      score_tables.insert(score_tables.end(), score_table.begin(), score_table.end());
+      context.push_back(position + r0 + r + 1);  // causal: a prompt query sees itself and what precedes it
+    }
+    kernels_.copy_rows(step.rows + static_cast<std::int64_t>(first_row + r0) * step.row_stride, step.row_stride, query, width, n,
+                       width);
+    kernels::DecodeAttentionArgs a = kernels::make_decode_args(query, step.k_cache, step.v_cache, kv_tables.data(), context.data(),
+                                                               nullptr, n, q_heads_, blocks, shape_);
+    a.probs = probs;
+    a.probs_stride = stride;
+    kernels_.decode_attention(a);
+    kernels_.accumulate_scores(probs, n, q_heads_, stride, score_tables.data(), blocks, context.data(), scores);
+  }
+  allocator_.release(probs);
+  allocator_.release(query);
+}
+
+void KvEviction::after_attention(const Step& step) {
+  if (!scores_tokens(method_)) return;
+  const ScheduledIteration& it = *step.it;
+  const int decodes = static_cast<int>(it.decoding.size());
+  if (method_ == KvCompression::h2o && decodes > 0) {
+    kernels_.accumulate_scores(decode_probs_, decodes, q_heads_, decode_stride_, step.decode_tables->data(), step.max_blocks,
+                               step.decode_context->data(), layer_scores(step.layer));
+  }
+  int row = decodes;
+  for (std::size_t i = 0; i < it.prefilling.size(); ++i) {
+    const Sequence& q = *it.prefilling[i];
+    const int chunk = it.chunks[i];
+    const auto& table = (*step.prefill_tables)[i];
+    const bool completes = q.prefilled + chunk >= q.prompt;
+    kernels::PromptSelection selection;
+    selection.block_table = table.data();
+    selection.tokens = q.prompt;
+    const Budget b = budget(q);
+    selection.keep = b.keep;
+    selection.recent = b.recent;
+    if (method_ == KvCompression::h2o) {
+      score_queries(step, row, chunk, q.prefilled, table, table, layer_scores(step.layer));
+      if (completes) {
+        selection.score_table = table.data();
+        selection.move_scores = true;
+        kernels_.select_and_compact(step.k_cache, step.v_cache, shape_, layer_scores(step.layer), selection);
+      }
+    } else if (completes) {
+      // SnapKV: the window's votes in scratch scores of the sequence's length (their own blocks,
+      // numbered in order), selection, compaction; the scratch is gone after the layer.
+      const int window = std::min(b.recent > 0 ? b.recent : 1, chunk);
+      std::vector<std::int32_t> identity(table.size());
+      std::iota(identity.begin(), identity.end(), 0);
+      const std::int64_t floats = static_cast<std::int64_t>(identity.size()) * shape_.block_size * shape_.kv_heads;
+      kernels::PagedScores votes{static_cast<float*>(allocator_.allocate(4 * floats, "activations.snapkv_votes")),
+                                 shape_.block_size, shape_.kv_heads};
+      kernels_.fill(votes.data, floats, 0.0f);
+      score_queries(step, row + chunk - window, window, q.prefilled + chunk - window, table, identity, votes);
+      selection.score_table = identity.data();
+      selection.pooling = s_.inference->kv_cache.compression.pooling_kernel;
+      kernels_.select_and_compact(step.k_cache, step.v_cache, shape_, votes, selection);
+      allocator_.release(votes.data);
+    }
+    row += chunk;
+  }
+}
+
+}  // namespace memtwin::hw
