@@ -32,13 +32,17 @@ struct DeviceCalibration {
   std::vector<RateSample> kv_write;
   double gemm_best_flops = 0, gemm_median_flops = 0;
   std::vector<std::pair<int, double>> gemm_median_by_rows;  ///< rows -> median rate over the shapes
+  std::string gemm_rows_method = "median GEMM rate / best, by the rows (tokens) multiplied";
   double attention_median_flops = 0;
   double fp32_flops = 0;                     ///< best fp32 GEMM rate when the samples are not fp32 (0: none)
   std::vector<RateSample> weight_streaming;  ///< batch-1..8 GEMMs: weight bytes read per second
   double weight_streaming_bytes_per_s = 0;   ///< their median
+  std::string weight_streaming_method = "memory-bound GEMMs (batch 1-8) read weights at this fraction of it";
   /// How far a 32-row GEMM from DRAM overlaps reading its weights with its arithmetic (efficiency.
   /// gemm_overlap: 1, the longer of the two; 0, their sum); negative when not measured.
   double gemm_overlap = -1;
+  std::string gemm_overlap_method =
+      "a 32-row GEMM from memory overlaps its weight reads and arithmetic this far (1: the longer, 0: the sum)";
   double stream_bytes_per_s = 0;    ///< device memory traffic (read + write) per second
   double copy_bytes_per_s = 0;      ///< over the host link (a memcpy on the host device)
   std::string copy_method;          ///< how copy_bytes_per_s was measured

@@ -40,17 +40,16 @@ std::string calibration_yaml(const hw::DeviceCalibration& c, const std::string& 
     << "  hbm_bandwidth: " << number("%.4g", c.stream_bytes_per_s / 1e9) << "GB/s   # device memory traffic (read + write) per rank\n"
     << "efficiency:\n"
     << "  gemm: " << number("%.3f", c.gemm_median_flops / c.gemm_best_flops) << "   # median GEMM rate / best\n"
-    << "  gemm_by_rows:   # median GEMM rate / best, by the rows (tokens) multiplied\n";
+    << "  gemm_by_rows:   # " << c.gemm_rows_method << "\n";
   for (const auto& [rows, rate] : c.gemm_median_by_rows) y << "    " << rows << ": " << number("%.3f", rate / c.gemm_best_flops) << "\n";
   y
     << "  attention: " << number("%.3f", std::min(1.0, c.attention_median_flops / c.gemm_best_flops))
     << "   # median rate of per-head score and value products / best GEMM\n"
     << "  memory: 1   # hbm_bandwidth above is the measured rate itself\n"
     << "  gemm_memory: " << number("%.3f", std::min(1.0, c.weight_streaming_bytes_per_s / c.stream_bytes_per_s))
-    << "   # memory-bound GEMMs (batch 1-8) read weights at this fraction of it\n";
+    << "   # " << c.weight_streaming_method << "\n";
   if (c.gemm_overlap >= 0) {
-    y << "  gemm_overlap: " << number("%.2f", c.gemm_overlap)
-      << "   # a 32-row GEMM from memory overlaps its weight reads and arithmetic this far (1: the longer, 0: the sum)\n";
+    y << "  gemm_overlap: " << number("%.2f", c.gemm_overlap) << "   # " << c.gemm_overlap_method << "\n";
   }
   y << "host:\n"
     << "  pcie_bandwidth: " << number("%.4g", c.copy_bytes_per_s / 1e9) << "GB/s   # " << c.copy_method << "\n";

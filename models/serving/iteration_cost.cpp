@@ -105,8 +105,11 @@ double IterationModel::compute_seconds(const IterationLoad& load) const {
   const double kv_elements = load.decode_context * kv_elements_per_token_ / tp_;
   double decode_attention = 0;
   if (!decode_kernel_by_bytes_.empty() && kv_elements > 0) {
-    // Measured kernel throughput at the batch's working set, interpolated in log(bytes).
-    const double bytes = std::max(1.0, load.kv_bytes_read / tp_);
+    // Measured kernel throughput at the iteration's working set, interpolated in log(bytes): a
+    // layer's cached K and V are read again one iteration later, after every layer's weights and
+    // KV have streamed through the caches, so the bytes that decide whether they are still cached
+    // are the weights' and all the KV's, not one layer's.
+    const double bytes = std::max(1.0, load.kv_bytes_read / tp_ + weight_bytes_);
     const auto& t = decode_kernel_by_bytes_;
     auto above = t.lower_bound(bytes);
     double rate = 0;

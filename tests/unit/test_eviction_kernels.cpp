@@ -119,7 +119,7 @@ TEST_CASE("decode attention returns each head's probabilities, with or without i
   CHECK_THROWS_WITH(decode_attention(bad), Catch::Contains("probs_stride"));
 }
 
-TEST_CASE("paged scores: rows add their GQA group's probabilities; selection compacts K, V and scores", "[unit]") {
+TEST_CASE("paged scores: rows add their GQA group's probabilities, and selection compacts K, V and scores", "[unit]") {
   PositionCache c(2, 8);
   const int tokens = 20;
   for (int t = 0; t < tokens; ++t) c.write(t, t);
