@@ -1,6 +1,7 @@
 // The serving engine's kernels on a CUDA device (hw/serving_kernels.h): cuBLAS sgemm with the
 // model's shapes (fp32, no TF32, as the iteration model counts fp32 weights), the KV kernels of
-// kernels/cuda, and the blocks' norms, rotary embedding and activation as small kernels of ours.
+// kernels/cuda, the blocks' norms, rotary embedding and activation as small kernels of ours, and
+// H2O's and SnapKV's scores and selection (hw/cuda/cuda_eviction.h).
 // Everything runs in order on the legacy default stream (the KV kernels' launchers use it too);
 // the per-iteration metadata is copied to device buffers that grow to the largest iteration. Written for the CUDA build; not yet run on a GPU.
 #include <cublas_v2.h>
@@ -11,8 +12,10 @@
 #include <stdexcept>
 #include <string>
 
+#include "hw/cuda/block_best.cuh"
 #include "hw/cuda/cuda_check.h"
 #include "hw/cuda/cuda_device.h"
+#include "hw/cuda/cuda_eviction.h"
 #include "hw/serving_kernels.h"
 #include "kernels/cuda/kv_cuda.h"
 
@@ -81,21 +84,8 @@ __global__ void argmax_kernel(const float* __restrict__ x, int cols, int* __rest
   for (int j = threadIdx.x; j < cols; j += blockDim.x) {
     if (row[j] > b) b = row[j], w = j;
   }
-  best[threadIdx.x] = b;
-  where[threadIdx.x] = w;
-  __syncthreads();
-  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
-    if (threadIdx.x < stride) {
-      const float o = best[threadIdx.x + stride];
-      const int ow = where[threadIdx.x + stride];
-      if (o > best[threadIdx.x] || (o == best[threadIdx.x] && ow < where[threadIdx.x])) {
-        best[threadIdx.x] = o;
-        where[threadIdx.x] = ow;
-      }
-    }
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) out[blockIdx.x] = where[0];
+  const int winner = block_best<true>(b, w, best, where);
+  if (threadIdx.x == 0) out[blockIdx.x] = winner;
 }
 
 // A device buffer that grows to the largest request (metadata, workspaces): outside the caching
@@ -196,8 +186,40 @@ class CudaServingKernels final : public ServingKernels {
     kernels::DecodeAttentionArgs d = a;
     d.block_tables = tables_.upload(a.block_tables, static_cast<std::size_t>(a.num_seqs) * a.max_blocks_per_seq, stream_);
     d.context_lens = context_.upload(a.context_lens, static_cast<std::size_t>(a.num_seqs), stream_);
+    if (a.probs) cuda_eviction::attention_probabilities(d);  // a pass of its own over the keys
+    if (!a.out) return;
+    d.probs = nullptr;
     void* workspace = attention_workspace_.at_least(kernels::cuda::workspace_bytes(d, kSplitTokens));
     kernels::cuda::decode_attention(d, workspace, kSplitTokens);
+  }
+
+  [[nodiscard]] bool supports_score_eviction() const override { return true; }
+  void clear_scores(const kernels::PagedScores& scores, const std::int64_t* slot_mapping, int tokens) override {
+    if (tokens <= 0) return;
+    cuda_eviction::clear_scores(scores, slots_.upload(slot_mapping, static_cast<std::size_t>(tokens), stream_), tokens);
+  }
+  void accumulate_scores(const float* probs, int rows, int q_heads, int probs_stride, const std::int32_t* block_tables,
+                         int max_blocks_per_seq, const std::int32_t* context_lens, const kernels::PagedScores& scores) override {
+    if (rows <= 0) return;
+    cuda_eviction::accumulate_scores(
+        probs, rows, q_heads, probs_stride, tables_.upload(block_tables, static_cast<std::size_t>(rows) * max_blocks_per_seq, stream_),
+        max_blocks_per_seq, context_.upload(context_lens, static_cast<std::size_t>(rows), stream_), scores);
+  }
+  void select_and_compact(std::uint8_t* k_cache, std::uint8_t* v_cache, const kernels::PagedShape& shape,
+                          const kernels::PagedScores& scores, const kernels::PromptSelection& selection) override {
+    const auto blocks = static_cast<std::size_t>((selection.tokens + shape.block_size - 1) / shape.block_size);
+    kernels::PromptSelection d = selection;
+    d.block_table = tables_.upload(selection.block_table, blocks, stream_);
+    d.score_table = selection.score_table == selection.block_table ? d.block_table
+                                                                   : score_tables_.upload(selection.score_table, blocks, stream_);
+    cuda_eviction::select_and_compact(k_cache, v_cache, shape, scores, d);
+  }
+  void promote_leaving_token(std::uint8_t* k_cache, std::uint8_t* v_cache, const kernels::PagedShape& shape,
+                             const kernels::PagedScores& scores, const std::int32_t* block_table, int heavy,
+                             int leaving) override {
+    const auto blocks = static_cast<std::size_t>((std::max(heavy, leaving + 1) + shape.block_size - 1) / shape.block_size);
+    cuda_eviction::promote_leaving_token(k_cache, v_cache, shape, scores, tables_.upload(block_table, blocks, stream_), heavy,
+                                         leaving);
   }
 
   void prefill_attention(std::int64_t queries, std::int64_t keys, int head_dim, int heads) override {
@@ -262,7 +284,7 @@ class CudaServingKernels final : public ServingKernels {
   cublasHandle_t blas_ = nullptr;
   float* products_ = nullptr;
   void* pinned_ = nullptr;
-  Scratch positions_, slots_, tables_, context_, attention_workspace_, argmax_;
+  Scratch positions_, slots_, tables_, context_, score_tables_, attention_workspace_, argmax_;
 };
 
 }  // namespace

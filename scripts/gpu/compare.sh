@@ -16,7 +16,7 @@ for kv in fp16 int4; do
     --out "$sim/serve-$kv" > /dev/null &&
     "$bin" compare "$sim/serve-$kv/result.json" "$measured/serve-$kv/result.json"
 done
-for kv in fp16 int4; do
+for kv in fp16 int4 h2o; do
   calibrated=()
   [ -f "$measured/cuda.yaml" ] && calibrated=(--set cluster.calibration="$measured/cuda.yaml")
   "$bin" run "$root/scenarios/gpu/serve-0.9b-h200-$kv-kv.yaml" --backend sim "${calibrated[@]}" --out "$sim/gpu-serve-$kv" > /dev/null &&

@@ -31,7 +31,7 @@ for kv in fp16 int4; do
 done
 timeout 150 "$bin" calibrate --device cuda --out "$out/cuda.yaml" > "$out/cuda-calibration.txt" 2>&1
 echo "cuda calibration exit $?" | tee -a "$out/status.txt"
-for kv in fp16 int4; do
+for kv in fp16 int4 h2o; do
   timeout 120 "$bin" run "$root/scenarios/gpu/serve-0.9b-h200-$kv-kv.yaml" --device cuda --out "$out/gpu-serve-$kv" \
     > "$out/gpu-serve-$kv.txt" 2>&1
   echo "serving $kv (cuda) exit $?" | tee -a "$out/status.txt"
