@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -161,6 +162,45 @@ class HwBackend final : public Backend {
     return r;
   }
 
+  // One plan measured on a fresh device and allocator: a warm-up step, then `steps` timed ones.
+  struct Measured {
+    std::string description, measured_by;
+    std::vector<double> step_times;
+    hw::StepExecution last;
+    std::int64_t peak = 0, allocated_peak = 0, reserved_peak = 0, runtime = 0;  // the busiest rank's
+  };
+
+  // Fills `m`; running out of device memory returns the report instead.
+  std::optional<RunResult> measure(const Scenario& s, const Plan& plan, Measured& m, RunResult& r) {
+    hw::MpiSession& mpi = hw::MpiSession::get();
+    const Program& program = plan.programs[static_cast<std::size_t>(plan.program_of_rank[static_cast<std::size_t>(mpi.rank)])];
+    Device device = open_device(options_.device, s, plan, mpi.rank);
+    m.description = device.description;
+    m.measured_by = device.memory.measured_by;
+    hw::CachingAllocator allocator(s.cluster.gpu.memory.count(), device.memory.raw);
+    const std::int64_t baseline = device.memory.in_use();  // the runtime: process or context, libraries, workspaces
+    device.memory.reset_peak();
+    mpi.prepare_report_claim();
+    hw::CachingAllocator::Stats first_step{};
+    {
+      hw::PlanExecutor executor(program, *device.kernels, *device.collectives, allocator);
+      for (int step = 0; step <= options_.steps; ++step) {
+        hw::check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+        m.last = executor.run_step();
+        if (m.last.oom) return out_of_memory(s, plan, r, m.last, allocator, baseline, device.memory.peak(), mpi);
+        double slowest = m.last.step_s;
+        hw::check_mpi(MPI_Allreduce(MPI_IN_PLACE, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+        if (step == 0) first_step = allocator.stats();
+        else m.step_times.push_back(slowest);
+      }
+    }
+    // Peaks over the ranks: the most loaded rank is the one that would run out first.
+    std::int64_t peaks[4] = {device.memory.peak(), first_step.peak_allocated, first_step.peak_reserved, baseline};
+    hw::check_mpi(MPI_Allreduce(MPI_IN_PLACE, peaks, 4, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+    m.peak = peaks[0], m.allocated_peak = peaks[1], m.reserved_peak = peaks[2], m.runtime = peaks[3];
+    return std::nullopt;
+  }
+
   RunResult run_training(const Scenario& s) {
     const Plan plan = build_training_plan(s);
     hw::MpiSession& mpi = hw::MpiSession::get();
@@ -171,49 +211,25 @@ class HwBackend final : public Backend {
     }
     hw::use_one_core();
     const Program& program = plan.programs[static_cast<std::size_t>(plan.program_of_rank[static_cast<std::size_t>(mpi.rank)])];
-    Device device = open_device(options_.device, s, plan, mpi.rank);
-    hw::DeviceKernels& kernels = *device.kernels;
-    hw::Collectives& collectives = *device.collectives;
-    hw::CachingAllocator allocator(s.cluster.gpu.memory.count(), device.memory.raw);
-    const std::int64_t baseline = device.memory.in_use();  // the runtime: process or context, libraries, workspaces
-    device.memory.reset_peak();
-    mpi.prepare_report_claim();
-
     RunResult r;
     r.backend = name();
     r.primary = mpi.rank == 0;
-    std::vector<double> step_times;
-    hw::StepExecution last;
-    hw::CachingAllocator::Stats first_step{};
-    {
-      hw::PlanExecutor executor(program, kernels, collectives, allocator);
-      for (int step = 0; step <= options_.steps; ++step) {
-        hw::check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
-        last = executor.run_step();
-        if (last.oom) return out_of_memory(s, plan, r, last, allocator, baseline, device.memory.peak(), mpi);
-        double slowest = last.step_s;
-        hw::check_mpi(MPI_Allreduce(MPI_IN_PLACE, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
-        if (step == 0) first_step = allocator.stats();
-        else step_times.push_back(slowest);
-      }
-    }
-    // Peaks over the ranks: the most loaded rank is the one that would run out first.
-    std::int64_t peaks[4] = {device.memory.peak(), first_step.peak_allocated, first_step.peak_reserved, baseline};
-    hw::check_mpi(MPI_Allreduce(MPI_IN_PLACE, peaks, 4, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+    Measured m;
+    if (auto oom = measure(s, plan, m, r)) return *oom;
 
     r.metrics["model"] = model_report(s);
     nlohmann::ordered_json gpu;
-    gpu["peak_bytes"] = peaks[0];
+    gpu["peak_bytes"] = m.peak;
     gpu["capacity_bytes"] = s.cluster.gpu.memory.count();
     gpu["fits"] = true;
-    gpu["allocated_peak_bytes"] = peaks[1];
-    gpu["reserved_peak_bytes"] = peaks[2];
-    gpu["runtime_bytes"] = peaks[3];
-    gpu["measured_by"] = device.memory.measured_by + " of the busiest rank; allocated/reserved from the caching allocator";
+    gpu["allocated_peak_bytes"] = m.allocated_peak;
+    gpu["reserved_peak_bytes"] = m.reserved_peak;
+    gpu["runtime_bytes"] = m.runtime;
+    gpu["measured_by"] = m.measured_by + " of the busiest rank; allocated/reserved from the caching allocator";
     r.metrics["memory"]["gpu"] = gpu;
 
     const Training& t = *s.training;
-    const double step_s = median(step_times);
+    const double step_s = median(m.step_times);
     const double model_flops = model_flops_per_gpu_step(s);
     const auto& peak = s.cluster.gpu.flops.count(t.precision) ? s.cluster.gpu.flops.at(t.precision)
                                                                : s.cluster.gpu.flops.begin()->second;
@@ -222,10 +238,10 @@ class HwBackend final : public Backend {
     time["tokens_per_s"] = static_cast<double>(t.global_batch) * t.seq_len / step_s;
     time["tflops_per_gpu"] = model_flops / step_s / 1e12;
     time["mfu"] = model_flops / step_s / peak.value();
-    time["compute_s"] = last.compute_busy_s;
-    time["exposed_comm_s"] = std::max(0.0, last.step_s - last.compute_busy_s);
-    time["comm_busy_s"] = last.comm_busy_s;
-    time["step_samples_s"] = step_times;
+    time["compute_s"] = m.last.compute_busy_s;
+    time["exposed_comm_s"] = std::max(0.0, m.last.step_s - m.last.compute_busy_s);
+    time["comm_busy_s"] = m.last.comm_busy_s;
+    time["step_samples_s"] = m.step_times;
     r.metrics["time"] = time;
     r.metrics["executed"] = {{"device", options_.device},
                              {"ranks", plan.ranks()},
@@ -233,22 +249,52 @@ class HwBackend final : public Backend {
                              {"warmup_steps", 1},
                              {"plan_hash", plan.hash_hex()},
                              {"plan", plan.description}};
-    r.notes.push_back("measured on " + device.description + ": " + std::to_string(plan.ranks()) +
+    r.notes.push_back("measured on " + m.description + ": " + std::to_string(plan.ranks()) +
                       " MPI rank(s); time is the median of " + std::to_string(options_.steps) + " steps after a warm-up step");
-    r.files["op_times.csv"] = op_times_csv(program, last);
+    if (options_.shallower) scale_to_full_depth(s, m, r);
+    r.files["op_times.csv"] = op_times_csv(program, m.last);
     // The same trace and timeline files as the simulator's, rank 0's last step; the timeline counts
     // the runtime (the process before the plan's tensors) as the simulator counts its tensor.
     std::vector<StepTraceEvent> events;
     for (std::size_t i = 0; i < program.ops.size(); ++i) {
       const Op& op = program.ops[i];
-      if (last.ops[i].start_s < 0 || op.kind == OpKind::alloc || op.kind == OpKind::free) continue;
-      events.push_back({0, op.stream, op.name, last.ops[i].start_s, last.ops[i].end_s});
+      if (m.last.ops[i].start_s < 0 || op.kind == OpKind::alloc || op.kind == OpKind::free) continue;
+      events.push_back({0, op.stream, op.name, m.last.ops[i].start_s, m.last.ops[i].end_s});
     }
     MemoryTimeline memory;
-    for (const auto& [at, bytes] : last.memory) memory.emplace_back(at, bytes + baseline);
+    for (const auto& [at, bytes] : m.last.memory) memory.emplace_back(at, bytes + m.runtime);
     r.files["trace.json"] = perfetto_step_trace(events, memory);
     r.files["timeline.csv"] = memory_timeline_csv(memory);
     return r;
+  }
+
+  // --layers: the same step with fewer layers measured too, and both extrapolated linearly in
+  // depth to the model's full depth (the blocks are identical; what is not a block does not grow).
+  void scale_to_full_depth(const Scenario& s, const Measured& deep, RunResult& r) {
+    const Scenario& s0 = *options_.shallower;
+    const Plan plan0 = build_training_plan(s0);
+    Measured shallow;
+    RunResult r0;
+    if (measure(s0, plan0, shallow, r0)) {
+      r.notes.push_back("the " + std::to_string(s0.model.layers) + "-layer step ran out of memory: no extrapolation to " +
+                        std::to_string(options_.full_layers) + " layers");
+      return;
+    }
+    const double n = s.model.layers, n0 = s0.model.layers, full = options_.full_layers;
+    auto extrapolate = [&](double at_n0, double at_n) { return at_n + (full - n) * (at_n - at_n0) / (n - n0); };
+    const double t0 = median(shallow.step_times), t = median(deep.step_times);
+    nlohmann::ordered_json d;
+    d["layers"] = options_.full_layers;
+    d["measured_layers"] = {s0.model.layers, s.model.layers};
+    d["step_s"] = extrapolate(t0, t);
+    d["peak_bytes"] = extrapolate(static_cast<double>(shallow.peak), static_cast<double>(deep.peak));
+    d["allocated_peak_bytes"] = extrapolate(static_cast<double>(shallow.allocated_peak), static_cast<double>(deep.allocated_peak));
+    d["measured_step_s"] = {t0, t};
+    d["measured_peak_bytes"] = {shallow.peak, deep.peak};
+    d["method"] = "linear in depth through the two measured depths: full = at N + (L - N) x (at N - at N0) / (N - N0)";
+    r.metrics["depth_scaling"] = d;
+    r.notes.push_back("extrapolated to the model's " + std::to_string(options_.full_layers) + " layers from steps of " +
+                      std::to_string(s0.model.layers) + " and " + std::to_string(s.model.layers) + " layers (depth_scaling)");
   }
 
   static std::string op_times_csv(const Program& program, const hw::StepExecution& step) {

@@ -21,6 +21,11 @@ namespace memtwin {
 struct HwOptions {
   std::string device = "host";
   int steps = 3;  ///< timed steps after one warm-up step; the median is reported
+  /// --layers: the scenario runs with fewer layers than its model's `full_layers`; a training step
+  /// is measured at `shallower`'s depth too, and step time and peak memory are extrapolated
+  /// linearly in depth to the full model (result: depth_scaling).
+  std::shared_ptr<const Scenario> shallower;
+  int full_layers = 0;
 };
 
 std::unique_ptr<Backend> make_hw_backend(const HwOptions& options);

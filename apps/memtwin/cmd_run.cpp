@@ -5,6 +5,7 @@
 
 #include "apps/memtwin/backends.h"
 #include "apps/memtwin/commands.h"
+#include "apps/memtwin/layer_truncation.h"
 #include "apps/memtwin/options.h"
 #include "apps/memtwin/run_directory.h"
 #include "apps/memtwin/text_report.h"
@@ -17,9 +18,10 @@ namespace po = boost::program_options;
 namespace memtwin::cli {
 namespace {
 
-LoadedScenario load(const po::variables_map& vm) {
+LoadedScenario load(const po::variables_map& vm, const std::vector<std::string>& extra = {}) {
   std::vector<std::string> overrides;
   if (vm.count("set")) overrides = vm["set"].as<std::vector<std::string>>();
+  overrides.insert(overrides.end(), extra.begin(), extra.end());
   if (!vm.count("scenario")) return load_quickstart_scenario(overrides);
   return load_scenario_file(vm["scenario"].as<std::string>(), overrides);
 }
@@ -43,10 +45,12 @@ int cmd_run(const Args& args) {
       ("backend", po::value<std::string>()->default_value(default_backend()), ("backend to run: " + backends + " (auto: sim)").c_str())
       ("device", po::value<std::string>()->default_value("host"), (std::string("hw backend: the device to run on (") + kHwDevices + ")").c_str())
       ("steps", po::value<int>()->default_value(3), "hw backend: timed steps after one warm-up step (the median is reported)")
+      ("layers", po::value<int>(), "hw backend, training: run N of the model's layers (and max(2 x pipeline stages, N/2) too) and extrapolate "
+                                   "step time and peak memory to all of them (depth_scaling)")
       ("json", po::bool_switch(), "print exactly one JSON document (memtwin.result/1) on stdout")
       ("out", po::value<std::string>(), "directory for output files (result.json, ...)");
   auto vm = parse_args(args, options, positional,
-                       "usage: memtwin run [SCENARIO] [--set KEY=VALUE]... [--backend NAME] [--json] [--out DIR]\n\n"
+                       "usage: memtwin run [SCENARIO] [--set KEY=VALUE]... [--backend NAME] [--device D] [--steps N] [--layers N] [--json] [--out DIR]\n\n"
                        "Predicts memory (and, with the sim backend, time) for the scenario. Exit code 3 when\n"
                        "it does not fit in memory; the result is printed all the same.");
   if (!vm) return kOk;
@@ -54,7 +58,16 @@ int cmd_run(const Args& args) {
   LoadedScenario loaded = load(*vm);
   HwOptions hw{(*vm)["device"].as<std::string>(), (*vm)["steps"].as<int>()};
   if (hw.steps < 1) throw UsageError("--steps must be at least 1");
-  auto backend = make_backend(resolve_backend((*vm)["backend"].as<std::string>(), loaded.scenario), hw);
+  const std::string backend_name = resolve_backend((*vm)["backend"].as<std::string>(), loaded.scenario);
+  if (vm->count("layers")) {
+    if (backend_name != "hw") throw UsageError("--layers measures on the hardware backend: add --backend hw");
+    LayerTruncation t = truncate_layers([&](const std::vector<std::string>& extra) { return load(*vm, extra); }, loaded.scenario,
+                                        (*vm)["layers"].as<int>());
+    loaded = std::move(t.measured);
+    hw.shallower = std::move(t.shallower);
+    hw.full_layers = t.full_layers;
+  }
+  auto backend = make_backend(backend_name, hw);
   RunResult result = backend->run(loaded.scenario);
   if (!result.primary) return result.fits ? kOk : kDoesNotFit;  // another process reports
   nlohmann::ordered_json doc = result_document(loaded, result);

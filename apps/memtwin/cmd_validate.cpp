@@ -4,11 +4,13 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 
 #include "apps/memtwin/backends.h"
 #include "apps/memtwin/commands.h"
 #include "apps/memtwin/comparison.h"
 #include "apps/memtwin/options.h"
+#include "apps/memtwin/layer_truncation.h"
 #include "apps/memtwin/rank_launcher.h"
 #include "apps/memtwin/run_directory.h"
 #include "models/plan/training_plan.h"
@@ -40,11 +42,13 @@ int cmd_validate(const Args& args) {
       ("set", po::value<std::vector<std::string>>()->composing(), "override a key (repeatable), in both runs")
       ("device", po::value<std::string>()->default_value("host"), (std::string("device to measure on (") + kHwDevices + ")").c_str())
       ("steps", po::value<int>()->default_value(3), "timed steps after one warm-up step")
+      ("layers", po::value<int>(), "training: validate with N of the model's layers, and compare the measurement extrapolated to all "
+                                   "of them (memtwin run --layers) with the full model's prediction")
       ("json", po::bool_switch(), "print the validation document (memtwin.validation/1) instead of the table")
       ("out", po::value<std::string>(), "directory for validation.json and each side's run directory (predicted/, measured/)");
   positional.add("scenario", 1);
   auto vm = parse_args(args, options, positional,
-                       "usage: memtwin validate SCENARIO [--set KEY=VALUE]... [--device host] [--steps N] [--json] [--out DIR]\n\n"
+                       "usage: memtwin validate SCENARIO [--set KEY=VALUE]... [--device host] [--steps N] [--layers N] [--json] [--out DIR]\n\n"
                        "Runs the scenario's plan in the simulator and on the device (as many MPI ranks as the plan\n"
                        "has, started here), and prints per metric: predicted, measured, error of the prediction.\n"
                        "Calibrate the device first (`memtwin calibrate`) and point the scenario at the file with\n"
@@ -58,7 +62,22 @@ int cmd_validate(const Args& args) {
   const int steps = (*vm)["steps"].as<int>();
   if (steps < 1) throw UsageError("--steps must be at least 1");
 
-  const LoadedScenario loaded = load_scenario_file(path, overrides);
+  LoadedScenario loaded = load_scenario_file(path, overrides);
+  // --layers: both sides run the shallower model (one plan); the full model is predicted too, for
+  // the measurement extrapolated to its depth.
+  std::optional<LoadedScenario> full;
+  if (vm->count("layers")) {
+    const int layers = (*vm)["layers"].as<int>();
+    LayerTruncation t = truncate_layers(
+        [&](const std::vector<std::string>& extra) {
+          auto all = overrides;
+          all.insert(all.end(), extra.begin(), extra.end());
+          return load_scenario_file(path, all);
+        },
+        loaded.scenario, layers);
+    full = std::move(loaded);
+    loaded = std::move(t.measured);
+  }
   // A training step runs one process per plan rank; a serving run one process per replica.
   const int ranks = loaded.scenario.training ? build_training_plan(loaded.scenario).ranks() : loaded.scenario.inference->serving.replicas;
 
@@ -66,6 +85,7 @@ int cmd_validate(const Args& args) {
   const RunResult predicted_run = make_backend("sim")->run(loaded.scenario);
   const nlohmann::ordered_json predicted = result_document(loaded, predicted_run);
   std::vector<std::string> hw_args = {"run", path, "--backend", "hw", "--device", device, "--steps", std::to_string(steps), "--json"};
+  if (full) hw_args.insert(hw_args.end(), {"--layers", std::to_string((*vm)["layers"].as<int>())});
   for (const auto& o : overrides) {
     hw_args.push_back("--set");
     hw_args.push_back(o);
@@ -96,6 +116,25 @@ int cmd_validate(const Args& args) {
                                 {"metrics", comparison_json(rows)},
                                 {"predicted_fits", predicted_run.fits},
                                 {"measured_fits", measured_run.exit_code != kDoesNotFit}};
+  std::vector<ComparedMetric> deep_rows;
+  if (full && measured.contains("depth_scaling")) {
+    // The full model's prediction (SimGrid runs one simulation per process: another process
+    // simulates it) against the measurement extrapolated to its depth.
+    std::vector<std::string> sim_args = {"run", path, "--backend", "sim", "--json"};
+    for (const auto& o : overrides) sim_args.insert(sim_args.end(), {"--set", o});
+    const Launched simulated = launch_ranks(1, sim_args);
+    nlohmann::json predicted_full;
+    try {
+      predicted_full = nlohmann::json::parse(simulated.out);
+    } catch (const nlohmann::json::exception&) {
+      std::cerr << "memtwin validate: simulating the full model exited with " << simulated.exit_code << " and printed no result\n";
+      return kInternalError;
+    }
+    const auto& d = measured["depth_scaling"];
+    nlohmann::json extrapolated = {{"time", {{"step_s", d["step_s"]}}}, {"memory", {{"gpu", {{"peak_bytes", d["peak_bytes"]}}}}}};
+    deep_rows = compare_results(predicted_full, extrapolated);
+    doc["depth_scaling"] = {{"layers", d["layers"]}, {"measured_layers", d["measured_layers"]}, {"metrics", comparison_json(deep_rows)}};
+  }
   if (!out_dir.empty()) write_text_file(out_dir / "validation.json", doc.dump(2) + "\n");
   if ((*vm)["json"].as<bool>()) {
     std::cout << doc.dump(2) << "\n";
@@ -103,6 +142,12 @@ int cmd_validate(const Args& args) {
     std::cout << "memtwin validate '" << loaded.scenario.name << "': sim against " << device << " (" << ranks
               << " rank(s)), plan " << *plan_hash_of(predicted) << "\n\n";
     print_comparison(std::cout, rows, "predicted", "measured");
+    if (!deep_rows.empty()) {
+      std::cout << "\nthe full model (" << full->scenario.model.layers << " layers): predicted, and measured at "
+                << loaded.scenario.model.layers << " and " << measured["depth_scaling"]["measured_layers"][0]
+                << " layers extrapolated in depth\n\n";
+      print_comparison(std::cout, deep_rows, "predicted", "extrapolated");
+    }
     if (predicted_run.fits != (measured_run.exit_code != kDoesNotFit)) {
       std::cout << "\nthe prediction says it " << (predicted_run.fits ? "fits" : "does not fit")
                 << "; the device says it " << (measured_run.exit_code != kDoesNotFit ? "fits" : "does not fit") << "\n";

@@ -111,6 +111,40 @@ TEST_CASE("after calibrating the host, validate predicts memory within 10% and t
   }
 }
 
+TEST_CASE("run and validate with --layers measure two shallower depths and extrapolates to the full model; the allocator's books land on the full run's", "[unit]") {
+  const std::string scenario = source_path("scenarios/host/train-zero3-2ranks.yaml");  // 4 layers, 2 ranks
+  const fs::path dir = fs::temp_directory_path() / "memtwin-layers-test";
+  fs::remove_all(dir);
+  const auto shallow = run_memtwin({"validate", scenario, "--layers", "3", "--steps", "1", "--out", (dir / "shallow").string()});
+  INFO(shallow.out << shallow.err);
+  REQUIRE(shallow.exit_code == 0);
+  CHECK_THAT(shallow.out, Catch::Contains("the full model (4 layers)"));
+  const auto scaled = read(dir / "shallow" / "measured" / "result.json")["depth_scaling"];
+  CHECK(scaled["layers"] == 4);
+  CHECK(scaled["measured_layers"] == nlohmann::json::array({2, 3}));
+  const auto validation = read(dir / "shallow" / "validation.json");
+  CHECK(validation["depth_scaling"]["metrics"].size() == 2);  // step time and peak memory at 4 layers
+  // The allocator's books are deterministic and linear in depth from two layers a stage on: the
+  // extrapolation lands on what the 4-layer step allocates. (Time is extrapolated the same way, but
+  // two noisy measurements' difference is not worth a limit on this machine.)
+  const auto deep = run_memtwin({"validate", scenario, "--steps", "1", "--out", (dir / "full").string()});
+  REQUIRE(deep.exit_code == 0);
+  const auto full = read(dir / "full" / "measured" / "result.json");
+  CHECK(scaled["allocated_peak_bytes"].get<double>() ==
+        Approx(full["memory"]["gpu"]["allocated_peak_bytes"].get<double>()).epsilon(0.02));
+  // What --layers refuses: too few layers to measure two depths, serving, another backend.
+  const auto too_few = run_memtwin({"run", scenario, "--backend", "hw", "--layers", "2"});
+  CHECK(too_few.exit_code == 2);
+  CHECK_THAT(too_few.err, Catch::Contains("--layers must be more than 2"));
+  const auto serving = run_memtwin({"run", source_path("scenarios/host/serve-fp16-kv.yaml"), "--backend", "hw", "--layers", "2"});
+  CHECK(serving.exit_code == 2);
+  CHECK_THAT(serving.err, Catch::Contains("training step"));
+  const auto sim = run_memtwin({"run", scenario, "--layers", "3"});
+  CHECK(sim.exit_code == 2);
+  CHECK_THAT(sim.err, Catch::Contains("--backend hw"));
+  fs::remove_all(dir);
+}
+
 TEST_CASE("compare puts two results of one plan side by side and refuses results of different plans", "[unit]") {
   const fs::path dir = fs::temp_directory_path() / "memtwin-compare-test";
   fs::create_directories(dir);
