@@ -111,7 +111,7 @@ TEST_CASE("after calibrating the host, validate predicts memory within 10% and t
   }
 }
 
-TEST_CASE("run and validate with --layers measure two shallower depths and extrapolates to the full model; the allocator's books land on the full run's", "[unit]") {
+TEST_CASE("run and validate with --layers measure two shallower depths and extrapolates to the full model, where the allocator's books land on the full run's", "[unit]") {
   const std::string scenario = source_path("scenarios/host/train-zero3-2ranks.yaml");  // 4 layers, 2 ranks
   const fs::path dir = fs::temp_directory_path() / "memtwin-layers-test";
   fs::remove_all(dir);
