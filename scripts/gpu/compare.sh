@@ -22,3 +22,18 @@ for kv in fp16 int4 h2o; do
   "$bin" run "$root/scenarios/gpu/serve-0.9b-h200-$kv-kv.yaml" --backend sim "${calibrated[@]}" --out "$sim/gpu-serve-$kv" > /dev/null &&
     "$bin" compare "$sim/gpu-serve-$kv/result.json" "$measured/gpu-serve-$kv/result.json"
 done
+# Llama-2-70B: the 4-layer plan compared, then the measurement extrapolated to 80 layers beside
+# the full model's prediction.
+"$bin" run "$root/scenarios/gpu/train-llama-2-70b-h200-layers.yaml" --backend sim --set model.layers=4 \
+  --out "$sim/train-70b-layers" > /dev/null &&
+  "$bin" compare "$sim/train-70b-layers/result.json" "$measured/train-70b-layers/result.json"
+"$bin" run "$root/scenarios/gpu/train-llama-2-70b-h200-layers.yaml" --backend sim --json > "$sim/train-70b-full.json"
+python3 - "$sim/train-70b-full.json" "$measured/train-70b-layers/result.json" <<'PY'
+import json, sys
+predicted, measured = (json.load(open(p)) for p in sys.argv[1:3])
+d = measured.get("depth_scaling")
+if d:
+    print(f"Llama-2-70B at {d['layers']} layers: step {predicted.get('time', {}).get('step_s')} s predicted, "
+          f"{d['step_s']:.4g} s extrapolated from {d['measured_layers']} layers; peak "
+          f"{predicted['memory']['gpu']['peak_bytes'] / 2**30:.1f} GiB predicted, {d['peak_bytes'] / 2**30:.1f} GiB extrapolated")
+PY

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The hardware backend's GPU check, in one go, under 8 minutes (its timeouts sum to 7.0 minutes, 7.7
-# when the CUDA calibration fails and the device probe stands in, plus about 15 s of host
-# calibration), results under OUT (default ./gpu-results/validate): calibrates the GPU (memtwin calibrate --device cuda; the device probe's
+# The hardware backend's GPU check, in one go, under 8 minutes (its timeouts sum to 7.7 minutes, plus
+# about 15 s of host calibration; 8.5 when the CUDA calibration fails and the device probe stands in), results under OUT (default ./gpu-results/validate): calibrates the GPU (memtwin calibrate --device cuda; the device probe's
 # file if that fails), then `memtwin validate` of a training step on the GPU (--device cuda:
 # cuBLAS, cudaMalloc through the caching allocator), of the 0.9B model served on the GPU
 # (scenarios/gpu/, fp16, int4 and H2O KV: cuBLAS and the CUDA KV kernels) and of the serving scenarios
-# on the host device, printing the predicted / measured / error tables. Needs build/memtwin built with nvcc on the PATH (scripts/dev.sh build).
+# on the host device, and of Llama-2-70B measured at 4 and 2 of its layers and extrapolated to 80
+# (--layers), printing the predicted / measured / error tables. Needs build/memtwin built with nvcc on the PATH (scripts/dev.sh build).
 #   scripts/gpu/validate.sh
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -47,4 +47,8 @@ for kv in fp16 int4 h2o; do
     --set cluster.calibration="$calibration" --out "$out/gpu-serve-$kv" > "$out/gpu-serve-$kv.txt" 2>&1
   echo "validate serving $kv (cuda) exit $?" | tee -a "$out/status.txt"
 done
-cat "$out/status.txt" "$out/train.txt" "$out"/serve-*.txt "$out"/gpu-serve-*.txt
+# 5. Llama-2-70B on one GPU with 4 of its 80 layers (and 2), extrapolated to all 80 (--layers).
+timeout 45 "$bin" validate "$root/scenarios/gpu/train-llama-2-70b-h200-layers.yaml" --device cuda --layers 4 \
+  --set cluster.calibration="$calibration" --out "$out/train-70b-layers" > "$out/train-70b-layers.txt" 2>&1
+echo "validate training 70B --layers 4 (cuda) exit $?" | tee -a "$out/status.txt"
+cat "$out/status.txt" "$out/train.txt" "$out"/serve-*.txt "$out"/gpu-serve-*.txt "$out/train-70b-layers.txt"
