@@ -13,6 +13,7 @@ void quantize_vector(const float* x, const KvFormat& f, std::uint8_t* out, bool 
   if (allow_simd && simd_available) {
     if (f.quantized() && simd::quantize_groups_avx2(x, f, out)) return;
     if (f.element == KvElement::fp8 && simd::quantize_fp8_avx2(x, f, out)) return;
+    if (f.element == KvElement::fp16 && simd::quantize_fp16_avx2(x, f, out)) return;
   }
   if (f.element == KvElement::fp8) {
     for (int i = 0; i < f.head_dim; ++i) out[i] = float_to_e4m3(x[i] / f.fp8_scale);

@@ -1,4 +1,4 @@
-// Quantisation for x86-64 CPUs with AVX2 (quantize_vector's int8/int4/int2 and fp8 paths), compiled
+// Quantisation for x86-64 CPUs with AVX2 (quantize_vector's int8/int4/int2, fp8 and fp16 paths), compiled
 // alone with -mavx2 -mfma -mf16c and called only after the CPU check. It writes the portable
 // kernel's bytes exactly: the same fp16 scale and zero point (F16C rounds as the portable
 // conversion does), the same
@@ -73,6 +73,15 @@ bool quantize_fp8_avx2(const float* x, const KvFormat& f, std::uint8_t* out) {
   return true;
 }
 
+bool quantize_fp16_avx2(const float* x, const KvFormat& f, std::uint8_t* out) {
+  if (f.head_dim % 8 != 0) return false;
+  // F16C's conversion rounds to nearest even, subnormals included, as float_to_half does.
+  for (int i = 0; i < f.head_dim; i += 8) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2 * i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+  }
+  return true;
+}
+
 bool quantize_groups_avx2(const float* x, const KvFormat& f, std::uint8_t* out) {
   const int bits = f.bits();
   if (f.group % 32 != 0 || (bits != 8 && bits != 4 && bits != 2)) return false;
@@ -126,6 +135,7 @@ bool quantize_groups_avx2(const float* x, const KvFormat& f, std::uint8_t* out) 
 namespace memtwin::kernels::simd {
 bool quantize_groups_avx2(const float*, const KvFormat&, std::uint8_t*) { return false; }
 bool quantize_fp8_avx2(const float*, const KvFormat&, std::uint8_t*) { return false; }
+bool quantize_fp16_avx2(const float*, const KvFormat&, std::uint8_t*) { return false; }
 }  // namespace memtwin::kernels::simd
 
 #endif

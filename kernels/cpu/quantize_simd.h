@@ -13,5 +13,8 @@ namespace memtwin::kernels::simd {
 bool quantize_groups_avx2(const float* x, const KvFormat& f, std::uint8_t* out);
 /// The same for fp8 (e4m3 of x / fp8_scale); false for head_dim not a multiple of 16.
 bool quantize_fp8_avx2(const float* x, const KvFormat& f, std::uint8_t* out);
+/// The same for fp16 (F16C); false for head_dim not a multiple of 8. Finite inputs (NaN payloads
+/// may differ).
+bool quantize_fp16_avx2(const float* x, const KvFormat& f, std::uint8_t* out);
 
 }  // namespace memtwin::kernels::simd

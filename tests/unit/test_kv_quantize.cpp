@@ -131,4 +131,24 @@ TEST_CASE("the vectorised quantiser writes the portable one's bytes, ties and ou
     for (int i = 0; i < 64; ++i) differing += fast[i] != portable[i];
   }
   CHECK(differing == 0);
+  // fp16: every half value and every midpoint between neighbours (ties to even), subnormals and
+  // their midpoints, overflow past 65504 (to infinity) and the smallest values (to zero).
+  std::vector<float> halves;
+  for (std::uint32_t h = 0; h < 0x7c00; ++h) {
+    const float v = half_to_float(static_cast<std::uint16_t>(h));
+    const float next = half_to_float(static_cast<std::uint16_t>(h + 1));  // 0x7c00: infinity
+    const float mid = h + 1 < 0x7c00 ? (v + next) / 2 : 65520.f;
+    for (float s : {1.f, -1.f}) halves.insert(halves.end(), {s * v, s * mid});
+  }
+  halves.insert(halves.end(), {1e6f, -1e6f, 65519.f, 1e-30f, -1e-30f, 2.98e-8f, 2.99e-8f});
+  halves.resize((halves.size() + 127) / 128 * 128, 0.f);
+  const KvFormat fp16 = format(KvElement::fp16, 128);
+  std::vector<std::uint8_t> fast16(256), portable16(256);
+  differing = 0;
+  for (std::size_t v = 0; v < halves.size(); v += 128) {
+    quantize_vector(&halves[v], fp16, fast16.data());
+    quantize_vector(&halves[v], fp16, portable16.data(), false);
+    differing += fast16 != portable16;
+  }
+  CHECK(differing == 0);
 }
