@@ -186,15 +186,17 @@ DeviceCalibration calibrate_host(double min_seconds) {
 
   // The decode-attention kernel the serving engine runs, per KV format, over batches whose cached
   // K and V range from cache-resident (1 MiB of fp16) to DRAM-bound (64 MiB): 8 KV heads of 128
-  // channels, one query per sequence.
+  // channels (and of 64: FORMAT_hd64), one query per sequence.
   for (auto [element, format] : {std::pair{kernels::KvElement::fp16, "fp16"}, {kernels::KvElement::fp8, "fp8"},
                                  {kernels::KvElement::int8, "int8"}, {kernels::KvElement::int4, "int4"},
                                  {kernels::KvElement::int2, "int2"}}) {
-    constexpr int kv_heads = 8, head_dim = 128;
+   for (int head_dim : {128, 64}) {  // a token's fixed work weighs more at 64 (2x for int4 here)
+    constexpr int kv_heads = 8;
     kernels::PagedShape shape;
     shape.block_size = 16;
     shape.kv_heads = kv_heads;
     shape.format = {element, head_dim, 32};
+    const std::string name = head_dim == 128 ? std::string(format) : std::string(format) + "_hd" + std::to_string(head_dim);
     for (auto [seqs, context] : {std::pair{4, 64}, {8, 256}, {16, 1024}}) {
       const int per_seq = context / shape.block_size;
       shape.num_blocks = seqs * per_seq;
@@ -207,8 +209,8 @@ DeviceCalibration calibrate_host(double min_seconds) {
       const double s = seconds_per_call([&] { kernels::decode_attention(a); }, min_seconds / 2);
       if (!std::isfinite(out[0])) ++c.wrong_results;
       const double elements = 2.0 * seqs * context * kv_heads * head_dim;
-      c.decode_attention.push_back({format, 2.0 * static_cast<double>(shape.bytes()), s, elements / s});
-      if (seqs < 16) continue;
+      c.decode_attention.push_back({name, 2.0 * static_cast<double>(shape.bytes()), s, elements / s});
+      if (seqs < 16 || head_dim != 128) continue;
       // Writing a prefill's worth of new tokens (512) into the largest cache, K and V.
       constexpr int written = 512;
       std::vector<float> values(static_cast<std::size_t>(written) * kv_heads * head_dim, 0.01f);
@@ -223,6 +225,7 @@ DeviceCalibration calibrate_host(double min_seconds) {
       const double written_elements = 2.0 * written * kv_heads * head_dim;
       c.kv_write.push_back({format, written_elements, w, written_elements / w});
     }
+   }
   }
 
   // Memory: 256 MiB through the streaming buffers, well past the caches' reuse.

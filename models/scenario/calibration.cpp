@@ -125,10 +125,16 @@ void apply_calibration(const std::string& path, const ParamValues& scenario, Clu
       const YAML::Mark mark = entry->second.Mark();
       const SourceLocation where{path, mark.line + 1, mark.column + 1};
       if (key.rfind("kernels.decode_attention.", 0) == 0 && entry->second.IsMap()) {
-        // A table by working set: {1MiB: 1.1e9, 64MiB: 6e8}.
+        // A table by working set: {1MiB: 1.1e9, 64MiB: 6e8}; FORMAT_hdN for head_dim N (the
+        // plain FORMAT was measured at head_dim 128).
         const std::string format = key.substr(std::string("kernels.decode_attention.").size());
-        if (!known.count(key)) throw ScenarioError(where, key, "unknown calibration key" + did_you_mean(key, names));
-        if (scenario.given_by_user("cluster." + key)) continue;
+        const auto suffix = format.find("_hd");
+        const std::string base_key = suffix == std::string::npos ? key : key.substr(0, key.size() - (format.size() - suffix));
+        if (!known.count(base_key) ||
+            (suffix != std::string::npos && format.substr(suffix) != "_hd64" && format.substr(suffix) != "_hd256")) {
+          throw ScenarioError(where, key, "unknown calibration key" + did_you_mean(key, names));
+        }
+        if (scenario.given_by_user("cluster." + base_key)) continue;
         auto& table = c.decode_attention_by_bytes[format];
         for (auto point = entry->second.begin(); point != entry->second.end(); ++point) {
           const SourceLocation at{path, point->first.Mark().line + 1, point->first.Mark().column + 1};

@@ -11,11 +11,12 @@ namespace memtwin {
 
 std::string decode_kernel_format(const KvCacheSpec& kv) {
   switch (kv.compression.method) {
-    case KvCompression::none: return kv.dtype == KvDtype::fp8 ? "fp8" : "fp16";
     case KvCompression::int8: return "int8";
     case KvCompression::int4: return "int4";
     case KvCompression::int2: return "int2";
-    default: return "";
+    case KvCompression::kivi: return "";  // per-channel key groups and a residual: a kernel of its own
+    default:  // uncompressed vectors; the eviction methods keep fewer of them
+      return kv.dtype == KvDtype::fp8 ? "fp8" : "fp16";
   }
 }
 
@@ -79,8 +80,11 @@ IterationModel::IterationModel(const Scenario& s) : s_(s) {
   const auto& rates = s.cluster.decode_attention_elements_per_s;
   auto rate = rates.find(decode_kernel_format(inf.kv_cache));
   if (rate != rates.end()) decode_kernel_elements_per_s_ = rate->second;
-  auto table = s.cluster.decode_attention_by_bytes.find(decode_kernel_format(inf.kv_cache));
-  if (table != s.cluster.decode_attention_by_bytes.end()) decode_kernel_by_bytes_ = table->second;
+  // The table measured at this model's head_dim where there is one (its per-token work differs).
+  const auto& tables = s.cluster.decode_attention_by_bytes;
+  auto table = tables.find(decode_kernel_format(inf.kv_cache) + "_hd" + std::to_string(s.model.head_dim));
+  if (table == tables.end()) table = tables.find(decode_kernel_format(inf.kv_cache));
+  if (table != tables.end()) decode_kernel_by_bytes_ = table->second;
   auto write = s.cluster.kv_write_elements_per_s.find(decode_kernel_format(inf.kv_cache));
   if (write != s.cluster.kv_write_elements_per_s.end()) kv_write_elements_per_s_ = write->second;
 }

@@ -79,7 +79,8 @@ class IterationModel {
 };
 
 /// The name of the KV format a decode-attention kernel reads ("fp16", "int4", ...) for
-/// `cluster.kernels.decode_attention.NAME`; empty for methods without a kernel of their own.
+/// `cluster.kernels.decode_attention.NAME` (eviction methods read fp16 or fp8 vectors); empty for
+/// KIVI, whose kernel is not measured.
 std::string decode_kernel_format(const KvCacheSpec& kv);
 
 }  // namespace memtwin

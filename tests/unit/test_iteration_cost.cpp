@@ -4,6 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 
 #include "models/scenario_loader.h"
 #include "models/serving/iteration_cost.h"
@@ -91,4 +93,29 @@ TEST_CASE("H2O pays for its scores: probabilities written and accumulated every 
   IterationLoad prefill{8000, 8000 * 4000.0, 0, 1};
   const double attention = 4 * kLayers * kHeads * kHeadDim * prefill.prefill_attention / (kBf16 * kAttentionEfficiency);
   CHECK(model.compute_seconds(prefill) - plain.compute_seconds(prefill) == Approx(0.5 * attention).epsilon(1e-6));
+}
+
+TEST_CASE("a calibrated decode-attention table is read at the model's head_dim, and eviction methods read their vectors' format", "[unit]") {
+  // Two tables of one rate each: fp16 at head_dim 128 and fp16 at 64; decode attention then
+  // takes elements / rate, whatever the working set.
+  const auto dir = std::filesystem::temp_directory_path() / "memtwin-hd-calibration";
+  std::filesystem::create_directories(dir);
+  const auto file = (dir / "cal.yaml").string();
+  std::ofstream(file) << "kernels:\n  decode_attention:\n    fp16: {1MiB: 1e9}\n    fp16_hd64: {1MiB: 5e8}\n";
+  const std::string calibrated = "cluster.calibration=" + file;
+  const std::string hd64 = "model={layers: 32, hidden: 2048, heads: 32, kv_heads: 8, intermediate: 8192, vocab: 32000, mlp: swiglu}";
+  const std::string hd128 = "model={layers: 32, hidden: 4096, heads: 32, kv_heads: 8, intermediate: 8192, vocab: 32000, mlp: swiglu}";
+  auto attention_seconds = [&](const std::vector<std::string>& sets) {
+    // The decode step's time with 4096 cached tokens less with 1: attention's part, the rest equal.
+    const IterationModel m(scenario(sets));
+    return m.decode_alone(4096) - m.decode_alone(1);
+  };
+  const double elements = 2.0 * 32 * 8 * 4095;  // K and V, layers x KV heads, per head_dim channel below
+  CHECK(attention_seconds({calibrated, hd128}) == Approx(elements * 128 / 1e9).epsilon(0.02));
+  CHECK(attention_seconds({calibrated, hd64}) == Approx(elements * 64 / 5e8).epsilon(0.02));
+  // H2O keeps fp16 vectors: the fp16 kernel's rate, not the roofline (its score upkeep aside).
+  const double h2o = attention_seconds({calibrated, hd128, "inference.kv_cache.compression={method: h2o, heavy_ratio: 0.5, recent_ratio: 0.5}"});
+  const double h2o_roofline = attention_seconds({hd128, "inference.kv_cache.compression={method: h2o, heavy_ratio: 0.5, recent_ratio: 0.5}"});
+  CHECK(h2o > 5 * h2o_roofline);  // 1e9 elements/s is far below an H100's roofline
+  std::filesystem::remove_all(dir);
 }
