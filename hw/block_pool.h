@@ -4,7 +4,9 @@
 // and evicts them: the scheduler counts blocks, this pool names them.
 #include <cstdint>
 #include <deque>
+#include <iterator>
 #include <map>
+#include <stdexcept>
 #include <unordered_map>
 #include <vector>
 

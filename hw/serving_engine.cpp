@@ -4,8 +4,8 @@
 #include <chrono>
 #include <cmath>
 #include <thread>
-#include <map>
-#include <unordered_map>
+#include <memory>
+#include <stdexcept>
 
 #include "hw/block_pool.h"
 #include "hw/kv_eviction.h"
