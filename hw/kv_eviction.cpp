@@ -12,7 +12,9 @@ constexpr std::int64_t kScoreBatchBytes = std::int64_t{32} << 20;
 
 }  // namespace
 
-bool scores_tokens(KvCompression method) { return method == KvCompression::h2o || method == KvCompression::snapkv; }
+bool scores_tokens(KvCompression method) {
+  return method == KvCompression::h2o || method == KvCompression::snapkv || method == KvCompression::pyramidkv;
+}
 
 KvEviction::KvEviction(const Scenario& s, const KvCompressor& kv, const kernels::PagedShape& shape, ServingKernels& kernels,
                        CachingAllocator& allocator)
@@ -31,9 +33,9 @@ KvEviction::~KvEviction() {
   if (scores_) allocator_.release(scores_);
 }
 
-KvEviction::Budget KvEviction::budget(const Sequence& q) const {
+KvEviction::Budget KvEviction::budget(const Sequence& q, int layer) const {
   Budget b;
-  b.keep = static_cast<int>(kv_.kept_tokens(q.prompt, 0));
+  b.keep = static_cast<int>(kv_.kept_tokens_in_layer(q.prompt, 0, layer));
   const CompressionSpec& c = s_.inference->kv_cache.compression;
   if (method_ == KvCompression::h2o) {
     b.recent = std::clamp(static_cast<int>(std::ceil(c.recent_ratio * q.prompt)), 1, b.keep);
@@ -43,16 +45,17 @@ KvEviction::Budget KvEviction::budget(const Sequence& q) const {
   return b;
 }
 
-int KvEviction::index(const Sequence& q, int position) const {
+int KvEviction::index(const Sequence& q, int position, int layer) const {
   const CompressionSpec& c = s_.inference->kv_cache.compression;
   switch (method_) {
     case KvCompression::streaming:
       return position < c.sinks ? position : c.sinks + (position - c.sinks) % c.window;
     case KvCompression::snapkv:
-      return position < q.prompt ? position : budget(q).keep + (position - q.prompt);
+    case KvCompression::pyramidkv:
+      return position < q.prompt ? position : budget(q, layer).keep + (position - q.prompt);
     case KvCompression::h2o: {
       if (position < q.prompt) return position;
-      const Budget b = budget(q);
+      const Budget b = budget(q, layer);
       return b.keep - b.recent + (position - q.prompt) % b.recent;
     }
     default:
@@ -88,9 +91,9 @@ void KvEviction::before_write(const Step& step) {
   const auto& decoding = step.it->decoding;
   for (std::size_t i = 0; i < decoding.size(); ++i) {
     const Sequence& q = *decoding[i];
-    const Budget b = budget(q);
-    const int leaving = index(q, q.prompt + q.generated - 1);
-    kernels_.promote_leaving_token(step.k_cache, step.v_cache, shape_, scores,
+    const Budget b = budget(q, step.layer);
+    const int leaving = index(q, q.prompt + q.generated - 1, step.layer);
+    kernels_.promote_leaving_token(step.k_cache, step.v_cache, *step.shape, scores,
                                    step.decode_tables->data() + i * static_cast<std::size_t>(step.max_blocks), b.keep - b.recent,
                                    leaving);
   }
@@ -119,7 +122,7 @@ void KvEviction::score_queries(const Step& step, int first_row, int count, int p
     kernels_.copy_rows(step.rows + static_cast<std::int64_t>(first_row + r0) * step.row_stride, step.row_stride, query, width, n,
                        width);
     kernels::DecodeAttentionArgs a = kernels::make_decode_args(query, step.k_cache, step.v_cache, kv_tables.data(), context.data(),
-                                                               nullptr, n, q_heads_, blocks, shape_);
+                                                               nullptr, n, q_heads_, blocks, *step.shape);
     a.probs = probs;
     a.probs_stride = stride;
     kernels_.decode_attention(a);
@@ -146,7 +149,7 @@ void KvEviction::after_attention(const Step& step) {
     kernels::PromptSelection selection;
     selection.block_table = table.data();
     selection.tokens = q.prompt;
-    const Budget b = budget(q);
+    const Budget b = budget(q, step.layer);
     selection.keep = b.keep;
     selection.recent = b.recent;
     if (method_ == KvCompression::h2o) {
@@ -154,10 +157,10 @@ void KvEviction::after_attention(const Step& step) {
       if (completes) {
         selection.score_table = table.data();
         selection.move_scores = true;
-        kernels_.select_and_compact(step.k_cache, step.v_cache, shape_, layer_scores(step.layer), selection);
+        kernels_.select_and_compact(step.k_cache, step.v_cache, *step.shape, layer_scores(step.layer), selection);
       }
     } else if (completes) {
-      // SnapKV: the window's votes in scratch scores of the sequence's length (their own blocks,
+      // SnapKV and PyramidKV: the window's votes in scratch scores of the sequence's length (their own blocks,
       // numbered in order), selection, compaction; the scratch is gone after the layer.
       const int window = std::min(b.recent > 0 ? b.recent : 1, chunk);
       std::vector<std::int32_t> identity(table.size());
@@ -169,7 +172,7 @@ void KvEviction::after_attention(const Step& step) {
       score_queries(step, row + chunk - window, window, q.prefilled + chunk - window, table, identity, votes);
       selection.score_table = identity.data();
       selection.pooling = s_.inference->kv_cache.compression.pooling_kernel;
-      kernels_.select_and_compact(step.k_cache, step.v_cache, shape_, votes, selection);
+      kernels_.select_and_compact(step.k_cache, step.v_cache, *step.shape, votes, selection);
       allocator_.release(votes.data);
     }
     row += chunk;

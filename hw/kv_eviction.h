@@ -7,8 +7,11 @@
 // is prefilled, then per KV head keep the best-scored tokens, compacted to the front of the
 // sequence's blocks (kernels/eviction.h), before the scheduler takes the freed blocks back:
 //  * SnapKV: the last `window` prompt queries vote for the tokens (probabilities summed over the
-//    window and the GQA group, max-pooled over `pooling_kernel` neighbours); the window and the top
-//    of the rest up to `budget` are kept; generated tokens follow them.
+//    window and the GQA group, max-pooled over `pooling_kernel` neighbours; the last prefill
+//    chunk's queries, when it is shorter than the window); the window and the top of the rest up
+//    to `budget` are kept; generated tokens follow them.
+//  * PyramidKV: the same with a budget per layer, falling with depth; each layer has its own block
+//    table (hw/block_pool.h: LayerBlockPool).
 //  * H2O: every query's probabilities accumulate into fp32 scores per (token, KV head) beside the
 //    cache: the prompt's queries (a QK^T pass more: flash-style prefill attention does not return
 //    probabilities) and each decode step's. After the prompt the heavy hitters sit in [0, H) and
@@ -28,7 +31,7 @@
 
 namespace memtwin::hw {
 
-/// Whether the engine runs this KV method's eviction with score kernels (H2O, SnapKV).
+/// Whether the engine runs this KV method's eviction with score kernels (H2O, SnapKV, PyramidKV).
 bool scores_tokens(KvCompression method);
 
 class KvEviction {
@@ -40,16 +43,19 @@ class KvEviction {
   KvEviction(const KvEviction&) = delete;
   KvEviction& operator=(const KvEviction&) = delete;
 
-  /// The logical cache slot of the sequence's token at `position`.
-  [[nodiscard]] int index(const Sequence& q, int position) const;
-  /// Tokens decode attention reads once this step's token is written.
-  [[nodiscard]] int cached(const Sequence& q) const { return static_cast<int>(kv_.kept_tokens(q.prompt, q.generated)); }
+  /// The logical cache slot of the sequence's token at `position` in `layer`.
+  [[nodiscard]] int index(const Sequence& q, int position, int layer) const;
+  /// Tokens decode attention reads in `layer` once this step's token is written.
+  [[nodiscard]] int cached(const Sequence& q, int layer) const {
+    return static_cast<int>(kv_.kept_tokens_in_layer(q.prompt, q.generated, layer));
+  }
   [[nodiscard]] std::int64_t score_bytes() const { return score_bytes_; }
 
   /// One layer's caches and the iteration's metadata, as the engine built them for its kernels.
   struct Step {
     int layer = 0;
     std::uint8_t *k_cache = nullptr, *v_cache = nullptr;
+    const kernels::PagedShape* shape = nullptr;  ///< the caches' geometry (block ids as the tables give them)
     const ScheduledIteration* it = nullptr;
     const std::vector<std::int32_t>* decode_tables = nullptr;  ///< [decodes, max_blocks]
     int max_blocks = 0;
@@ -75,7 +81,7 @@ class KvEviction {
   struct Budget {
     int keep = 0, recent = 0;  // tokens kept after the prompt, of which the most recent
   };
-  [[nodiscard]] Budget budget(const Sequence& q) const;
+  [[nodiscard]] Budget budget(const Sequence& q, int layer) const;
   [[nodiscard]] kernels::PagedScores layer_scores(int layer) const;
   // Probabilities of `count` query rows of a sequence (rows [first, first + count) of the step's
   // rows, at positions [position, ...)) against its cache, added to `scores` through `score_table`.

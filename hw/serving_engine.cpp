@@ -5,6 +5,7 @@
 #include <cmath>
 #include <thread>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 
 #include "hw/block_pool.h"
@@ -28,16 +29,17 @@ kernels::KvFormat kv_format(const Scenario& s) {
     case KvCompression::streaming:  // the same vectors, fewer of them (hw/kv_eviction.h says which)
     case KvCompression::h2o:
     case KvCompression::snapkv:
+    case KvCompression::pyramidkv:
       f.element = s.inference->kv_cache.dtype == KvDtype::fp8 ? kernels::KvElement::fp8 : kernels::KvElement::fp16;
       break;
     case KvCompression::int8: f.element = kernels::KvElement::int8; break;
     case KvCompression::int4: f.element = kernels::KvElement::int4; break;
     case KvCompression::int2: f.element = kernels::KvElement::int2; break;
     default:
-      throw Unsupported("the serving engine runs KV compression none, int8, int4, int2, streaming, h2o or snapkv; '" +
+      throw Unsupported("the serving engine runs KV compression none, int8, int4, int2, streaming, h2o, snapkv or pyramidkv; '" +
                         std::string(kKvCompressionNames.name(c.method)) + "' is simulated only" +
                         (c.method == KvCompression::kivi ? " (KIVI's per-channel key groups need a decode kernel of their own)"
-                                                         : " (per-layer or per-head budgets need block tables per layer)"));
+                                                         : " (budgets that differ per head need block tables per head)"));
   }
   try {
     f.validate();
@@ -80,6 +82,8 @@ class DeviceModel {
     shape_.block_size = s.inference->serving.block_size;
     shape_.kv_heads = m_.kv_heads;
     shape_.format = kv_format(s);
+    global_shape_ = shape_;
+    global_shape_.num_blocks = shape_.num_blocks * m_.layers;
     pool_bytes_ = static_cast<std::int64_t>(shape_.bytes()) * 2 * m_.layers;
     pool_ = static_cast<std::uint8_t*>(allocator_.allocate(pool_bytes_, "kv_cache"));
     eviction_ = std::make_unique<KvEviction>(s, kv, shape_, kernels_, allocator_);
@@ -94,7 +98,9 @@ class DeviceModel {
   /// K and V, and H2O's scores.
   [[nodiscard]] std::int64_t pool_bytes() const { return pool_bytes_ + eviction_->score_bytes(); }
 
-  void forward(const ScheduledIteration& it, const BlockPool& blocks) {
+  /// One iteration; `per_layer` holds the blocks of methods whose layers keep different numbers
+  /// of tokens (each layer's table of global layer-block ids), else every layer uses `blocks`.
+  void forward(const ScheduledIteration& it, const BlockPool& blocks, const LayerBlockPool* per_layer) {
     const int h = m_.hidden, d = m_.head_dim;
     const int decodes = static_cast<int>(it.decoding.size());
     int tokens = decodes, outputs = decodes;
@@ -102,38 +108,13 @@ class DeviceModel {
       tokens += it.chunks[i];
       outputs += it.prefilling[i]->prefilled + it.chunks[i] >= it.prefilling[i]->prompt ? 1 : 0;
     }
-    // Where each token's K and V go: decodes first, then the prefill chunks in order.
-    slots_.clear();
+    // Rotary embedding uses each token's own position: decodes first, then the prefill chunks.
     positions_.clear();
-    auto place = [&](const Sequence& q, const std::vector<std::int32_t>& table, int position) {
-      const int index = eviction_->index(q, position);
-      slots_.push_back(static_cast<std::int64_t>(table.at(static_cast<std::size_t>(index / shape_.block_size))) *
-                           shape_.block_size +
-                       index % shape_.block_size);
-      positions_.push_back(position);  // rotary embedding uses the token's own position
-    };
-    std::vector<std::vector<std::int32_t>> decode_tables;
-    for (const Sequence* q : it.decoding) {
-      decode_tables.push_back(blocks.table(*q));
-      place(*q, decode_tables.back(), q->prompt + q->generated - 1);
-    }
-    prefill_tables_.clear();
-    for (std::size_t i = 0; i < it.prefilling.size(); ++i) {
-      prefill_tables_.push_back(blocks.table(*it.prefilling[i]));
-      for (int t = 0; t < it.chunks[i]; ++t) place(*it.prefilling[i], prefill_tables_.back(), it.prefilling[i]->prefilled + t);
-    }
-    // Decode attention's block tables.
-    int max_blocks = 1;
-    for (const auto& t : decode_tables) max_blocks = std::max(max_blocks, static_cast<int>(t.size()));
-    tables_.assign(static_cast<std::size_t>(decodes) * max_blocks, 0);
-    context_.assign(static_cast<std::size_t>(decodes), 0);
-    for (int i = 0; i < decodes; ++i) {
-      const Sequence& q = *it.decoding[static_cast<std::size_t>(i)];
-      const auto& t = decode_tables[static_cast<std::size_t>(i)];
-      std::copy(t.begin(), t.end(), tables_.begin() + static_cast<long>(i) * max_blocks);
-      context_[static_cast<std::size_t>(i)] = eviction_->cached(q);
-    }
-    eviction_->begin(it, max_blocks);
+    for (const Sequence* q : it.decoding) positions_.push_back(q->prompt + q->generated - 1);
+    for (std::size_t i = 0; i < it.prefilling.size(); ++i)
+      for (int t = 0; t < it.chunks[i]; ++t) positions_.push_back(it.prefilling[i]->prefilled + t);
+    lay_out(it, blocks, per_layer, 0);
+    eviction_->begin(it, max_blocks_);
 
     // Activations as vLLM's profile counts them: the residual stream, the normed input, one
     // intermediate (the larger of attention's and the MLP's), the logits and their probabilities;
@@ -150,8 +131,12 @@ class DeviceModel {
 
     for (int l = 0; l < m_.layers; ++l) {
       const Layer& w = layers_[static_cast<std::size_t>(l)];
-      std::uint8_t* k_cache = pool_ + shape_.bytes() * (2 * static_cast<std::size_t>(l));
-      std::uint8_t* v_cache = k_cache + shape_.bytes();
+      if (per_layer && l > 0) lay_out(it, blocks, per_layer, l);
+      // The pool holds every layer's K, then every layer's V: a layer's region is addressed from
+      // its own base with physical block numbers, or from the first with global layer-block ids.
+      const kernels::PagedShape& shape = per_layer ? global_shape_ : shape_;
+      std::uint8_t* k_cache = pool_ + shape_.bytes() * static_cast<std::size_t>(per_layer ? 0 : l);
+      std::uint8_t* v_cache = pool_ + shape_.bytes() * static_cast<std::size_t>(m_.layers + (per_layer ? 0 : l));
       // Pre-norm, then the QKV projection into the intermediate rows: [q | k | v | attention
       // output], then rotary position embedding on q and k.
       kernels_.rms_norm(residual, normed, tokens, h);
@@ -159,15 +144,15 @@ class DeviceModel {
       kernels_.rotary(inter, tokens, width_, m_.heads + m_.kv_heads, d, positions_.data());
       kernels_.copy_rows(inter + q_, width_, k_new, kv_, tokens, kv_);
       kernels_.copy_rows(inter + q_ + kv_, width_, v_new, kv_, tokens, kv_);
-      const KvEviction::Step step{l,       k_cache,       v_cache, &it,    &tables_, max_blocks, &context_,
+      const KvEviction::Step step{l,       k_cache,       v_cache, &shape, &it,    &tables_, max_blocks_, &context_,
                                   &prefill_tables_, &slots_, inter, width_};
       eviction_->before_write(step);
-      kernels_.write_paged(k_new, slots_.data(), tokens, shape_, k_cache);
-      kernels_.write_paged(v_new, slots_.data(), tokens, shape_, v_cache);
+      kernels_.write_paged(k_new, slots_.data(), tokens, shape, k_cache);
+      kernels_.write_paged(v_new, slots_.data(), tokens, shape, v_cache);
       if (decodes > 0) {
         kernels_.copy_rows(inter, width_, query, q_, decodes, q_);
         auto args = kernels::make_decode_args(query, k_cache, v_cache, tables_.data(), context_.data(), attended, decodes, m_.heads,
-                                              max_blocks, shape_);
+                                              max_blocks_, shape);
         args.probs = eviction_->decode_probs();
         args.probs_stride = eviction_->decode_probs_stride();
         kernels_.decode_attention(args);
@@ -200,6 +185,38 @@ class DeviceModel {
  private:
   float* tensor(std::int64_t bytes, const char* what) { return static_cast<float*>(allocator_.allocate(bytes, what)); }
 
+  // Layer `layer`'s metadata for the kernels: where each new token's K and V go (decodes, then the
+  // prefill chunks), the decodes' block tables and cached lengths, the prefilling sequences' tables.
+  void lay_out(const ScheduledIteration& it, const BlockPool& blocks, const LayerBlockPool* per_layer, int layer) {
+    auto table_of = [&](const Sequence& q) { return per_layer ? per_layer->table(q, layer) : blocks.table(q); };
+    slots_.clear();
+    auto place = [&](const Sequence& q, const std::vector<std::int32_t>& table, int position) {
+      const int index = eviction_->index(q, position, layer);
+      slots_.push_back(static_cast<std::int64_t>(table.at(static_cast<std::size_t>(index / shape_.block_size))) *
+                           shape_.block_size +
+                       index % shape_.block_size);
+    };
+    decode_tables_.clear();
+    for (const Sequence* q : it.decoding) {
+      decode_tables_.push_back(table_of(*q));
+      place(*q, decode_tables_.back(), q->prompt + q->generated - 1);
+    }
+    prefill_tables_.clear();
+    for (std::size_t i = 0; i < it.prefilling.size(); ++i) {
+      prefill_tables_.push_back(table_of(*it.prefilling[i]));
+      for (int t = 0; t < it.chunks[i]; ++t) place(*it.prefilling[i], prefill_tables_.back(), it.prefilling[i]->prefilled + t);
+    }
+    max_blocks_ = 1;
+    for (const auto& t : decode_tables_) max_blocks_ = std::max(max_blocks_, static_cast<int>(t.size()));
+    const std::size_t decodes = it.decoding.size();
+    tables_.assign(decodes * static_cast<std::size_t>(max_blocks_), 0);
+    context_.assign(decodes, 0);
+    for (std::size_t i = 0; i < decodes; ++i) {
+      std::copy(decode_tables_[i].begin(), decode_tables_[i].end(), tables_.begin() + static_cast<long>(i) * max_blocks_);
+      context_[i] = eviction_->cached(*it.decoding[i], layer);
+    }
+  }
+
   struct Layer {
     float *qkv = nullptr, *o = nullptr, *up = nullptr, *down = nullptr;
   };
@@ -216,7 +233,9 @@ class DeviceModel {
   std::vector<std::int64_t> slots_;
   std::vector<std::int32_t> positions_;
   std::vector<std::int32_t> tables_, context_;
-  std::vector<std::vector<std::int32_t>> prefill_tables_;
+  std::vector<std::vector<std::int32_t>> decode_tables_, prefill_tables_;
+  int max_blocks_ = 1;
+  kernels::PagedShape global_shape_;  // every layer's region as one pool of layer blocks
   std::unique_ptr<KvEviction> eviction_;  // where tokens live; H2O's and SnapKV's scores
   std::vector<int> sampled_;
 };
@@ -259,6 +278,10 @@ ServingMeasurement serve_on_device(const Scenario& s, ServingDevice& device) {
     out.kv_pool_bytes = model.pool_bytes();
     BatchScheduler scheduler(0, s, *kv, run, memory.capacity_blocks, memory.block_bytes.as_double());
     BlockPool blocks(memory.capacity_blocks, run);
+    std::optional<LayerBlockPool> layer_blocks;  // PyramidKV: each layer keeps its own number of tokens
+    if (inf.kv_cache.compression.method == KvCompression::pyramidkv) {
+      layer_blocks.emplace(memory.capacity_blocks, s.model.layers, *kv, inf.serving.block_size);
+    }
 
     const bool closed_loop = inf.workload.arrival == Arrival::closed_loop && inf.workload.trace.empty();
     const std::size_t total = run.requests.size();
@@ -287,12 +310,13 @@ ServingMeasurement serve_on_device(const Scenario& s, ServingDevice& device) {
         std::this_thread::sleep_for(std::chrono::duration<double>(std::max(0.0, run.requests[next].arrival_s - now())));
         continue;
       }
-      blocks.sync(scheduler.running(), scheduler.cached_prefix_blocks());
+      if (layer_blocks) layer_blocks->sync(scheduler.running());
+      else blocks.sync(scheduler.running(), scheduler.cached_prefix_blocks());
       const double started = now();
       // Swaps and the host tier's prefix traffic cross the host link before the iteration.
       const double moved = it->swap_out_bytes + it->swap_in_bytes + it->tier.gpu_to_host + it->tier.host_to_gpu;
       if (moved > 0) device.kernels->swap(static_cast<std::int64_t>(moved));
-      model.forward(*it, blocks);
+      model.forward(*it, blocks, layer_blocks ? &*layer_blocks : nullptr);
       scheduler.complete(*it, started, now());
     }
     run.makespan_s = now();

@@ -16,11 +16,12 @@
 // sequences of a prefix group read through their block tables, as in vLLM; prefixes evicted to the
 // host tier and fetched back cross the host link before the iteration (proactive copies, which run
 // in the background, are not made).
-// StreamingLLM, H2O and SnapKV keep their tokens as hw/kv_eviction.h says (H2O and SnapKV on
-// devices with the score kernels: the host, and CUDA's, not yet run on a GPU).
+// StreamingLLM, H2O, SnapKV and PyramidKV keep their tokens as hw/kv_eviction.h says (the scored
+// ones on devices with the score kernels: the host, and CUDA's, not yet run on a GPU); PyramidKV's
+// layers have block tables of their own (hw/block_pool.h).
 // Supported: one replica, no tensor or pipeline parallelism, fp32 weights, KV compression none
-// (16-bit or fp8), int8/int4/int2 (head_dim 64, 128 or 256), streaming, h2o or snapkv, no NVMe
-// tier. Anything else throws Unsupported naming it.
+// (16-bit or fp8), int8/int4/int2 (head_dim 64, 128 or 256), streaming, h2o, snapkv or pyramidkv,
+// no NVMe tier. Anything else throws Unsupported naming it.
 #include <cstdint>
 #include <memory>
 #include <optional>

@@ -1,5 +1,5 @@
 #pragma once
-// Score-based eviction on a CUDA device (H2O, SnapKV; hw/kv_eviction.h): the serving engine's
+// Score-based eviction on a CUDA device (H2O, SnapKV, PyramidKV; hw/kv_eviction.h): the serving engine's
 // ServingKernels calls of hw/serving_kernels.h, with the metadata already in device memory.
 // Same semantics and layouts as the CPU kernels of kernels/eviction.h; scores accumulate with
 // atomics (sums in any order), selection and compaction are kernels/cuda's. Everything runs on the

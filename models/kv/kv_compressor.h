@@ -20,6 +20,9 @@ struct KvShape {
   int kv_heads = 0;
   int head_dim = 0;
   double element_bytes = 2;  ///< bytes per uncompressed element (bf16/fp16: 2, fp8: 1)
+  /// The paged cache's block (tokens), where a method keeps different numbers of tokens per layer
+  /// and each layer's cache is rounded up to whole blocks; 0: count tokens, not blocks.
+  int block_size = 0;
   /// Bytes of one uncompressed token: 2 (K and V) x layers x kv_heads x head_dim x element_bytes.
   [[nodiscard]] double token_bytes() const { return 2.0 * layers * kv_heads * head_dim * element_bytes; }
 };
@@ -39,6 +42,10 @@ class KvCompressor {
   }
   /// Bytes per cached token in steady state: the unit of paged-block capacity.
   [[nodiscard]] virtual double bytes_per_stored_token() const = 0;
+  /// Tokens one layer keeps (methods whose layers keep different numbers override it).
+  [[nodiscard]] virtual std::int64_t kept_tokens_in_layer(std::int64_t prompt, std::int64_t generated, int /*layer*/) const {
+    return kept_tokens(prompt, generated);
+  }
 };
 
 /// Whether sequences can share a cached prefix's blocks under this method: blocks must hold whole

@@ -74,7 +74,8 @@ class H2oKv final : public KvCompressor {
 /// SnapKV / PyramidKV / entropy-guided budgets: after prefill, keep per layer a budget of prompt
 /// tokens (selected by the observation window's attention); generated tokens are appended
 /// uncompressed. `layer_budgets` holds each layer's budget (equal for SnapKV and entropy's mean,
-/// falling linearly with depth for PyramidKV).
+/// falling linearly with depth for PyramidKV). With the shape's block_size, each layer's tokens are
+/// rounded up to whole blocks: a paged engine keeps a block table per layer.
 class PromptBudgetKv final : public KvCompressor {
  public:
   PromptBudgetKv(std::string name, const KvShape& shape, std::vector<double> layer_budgets);
@@ -83,6 +84,8 @@ class PromptBudgetKv final : public KvCompressor {
   double prefill_bytes(std::int64_t prompt) const override;
   std::int64_t kept_tokens(std::int64_t prompt, std::int64_t generated) const override;
   double bytes_per_stored_token() const override { return shape_.token_bytes(); }
+  /// min(prompt, the layer's budget rounded to a whole token) + generated.
+  std::int64_t kept_tokens_in_layer(std::int64_t prompt, std::int64_t generated, int layer) const override;
 
  private:
   std::string name_;

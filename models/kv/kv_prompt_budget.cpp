@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "models/kv/kv_methods.h"
@@ -11,8 +12,19 @@ PromptBudgetKv::PromptBudgetKv(std::string name, const KvShape& shape, std::vect
 double PromptBudgetKv::sequence_bytes(std::int64_t prompt, std::int64_t generated) const {
   const double per_layer_token = shape_.token_bytes() / shape_.layers;
   double bytes = 0;
+  if (shape_.block_size > 0) {
+    const std::int64_t block = shape_.block_size;
+    for (int l = 0; l < static_cast<int>(budgets_.size()); ++l) {
+      bytes += static_cast<double>((kept_tokens_in_layer(prompt, generated, l) + block - 1) / block * block) * per_layer_token;
+    }
+    return bytes;
+  }
   for (double b : budgets_) bytes += (std::min<double>(prompt, b) + static_cast<double>(generated)) * per_layer_token;
   return bytes;
+}
+
+std::int64_t PromptBudgetKv::kept_tokens_in_layer(std::int64_t prompt, std::int64_t generated, int layer) const {
+  return std::min<std::int64_t>(prompt, std::llround(budgets_.at(static_cast<std::size_t>(layer)))) + generated;
 }
 
 double PromptBudgetKv::prefill_bytes(std::int64_t prompt) const {

@@ -94,6 +94,7 @@ KvShape serving_kv_shape(const Scenario& s) {
   shape.kv_heads = m.kv_heads >= sv.tensor_parallel ? m.kv_heads / sv.tensor_parallel : 1;  // replicated past kv_heads
   shape.head_dim = m.head_dim;
   shape.element_bytes = kv_element_bytes(s.inference->kv_cache.dtype);
+  shape.block_size = sv.block_size;
   return shape;
 }
 

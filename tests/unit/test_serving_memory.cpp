@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <cmath>
+
 #include <numeric>
 
 #include "models/kv/kv_methods.h"
@@ -65,6 +67,35 @@ TEST_CASE("PyramidKV budgets fall with depth and keep the mean", "[unit]") {
   CHECK(mean == Approx(2048));
   CHECK(budgets.front() > budgets.back());
   CHECK(budgets.back() == Approx(32 + (2048 - 32) / 20.0));
+}
+
+TEST_CASE("a paged engine rounds each PyramidKV layer to whole blocks, and the blocks counted hold them", "[unit]") {
+  // 4 layers, 16-token blocks: the layers keep different numbers of tokens, each rounded up.
+  KvShape shape{4, 8, 128, 2};
+  shape.block_size = 16;
+  const auto budgets = pyramid_budgets(4, 64, 16, 20);
+  PromptBudgetKv paged("pyramidkv", shape, budgets);
+  shape.block_size = 0;
+  PromptBudgetKv unpaged("pyramidkv", shape, budgets);
+  const double per_layer_token = shape.token_bytes() / 4, block_bytes = 16 * shape.token_bytes();
+  for (std::int64_t prompt : {10, 40, 100, 160, 1000}) {
+    for (std::int64_t generated : {0, 1, 7, 33}) {
+      INFO("prompt " << prompt << ", generated " << generated);
+      std::int64_t layer_blocks = 0;
+      double expected = 0;
+      for (int l = 0; l < 4; ++l) {
+        const std::int64_t kept = paged.kept_tokens_in_layer(prompt, generated, l);
+        CHECK(kept == std::min<std::int64_t>(prompt, std::llround(budgets[l])) + generated);
+        layer_blocks += (kept + 15) / 16;
+        expected += static_cast<double>((kept + 15) / 16 * 16) * per_layer_token;
+      }
+      CHECK(paged.sequence_bytes(prompt, generated) == Approx(expected));
+      CHECK(paged.sequence_bytes(prompt, generated) >= unpaged.sequence_bytes(prompt, generated) - 4 * per_layer_token);
+      // What LayerBlockPool relies on: the scheduler's blocks, as layer blocks, hold every layer.
+      const auto blocks = static_cast<std::int64_t>(std::ceil(paged.sequence_bytes(prompt, generated) / block_bytes));
+      CHECK(layer_blocks <= blocks * 4);
+    }
+  }
 }
 
 TEST_CASE("compression never lowers capacity and eviction caps long sequences", "[unit]") {
