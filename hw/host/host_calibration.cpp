@@ -123,10 +123,10 @@ DeviceCalibration calibrate_host(double min_seconds) {
   // shapes, cycling through enough copies (256 MiB) that the weights come from DRAM. OpenBLAS packs
   // the weights (one pass over them from DRAM), then multiplies: one after the other, so a GEMM's
   // time is its weight reads plus its arithmetic. Per shape, the reads are the intercept of the
-  // least-squares line through the times by rows, the arithmetic at each row count is what is left
-  // of its time; the model adds the two (efficiency.gemm_overlap 0) and takes the arithmetic's
-  // rate as the efficiency of that many rows (the cache-resident GEMMs above, whose packing comes
-  // from cache, count from 128 rows, where the reads are a small part).
+  // least-squares line through the times by rows and the arithmetic its slope; the model adds the
+  // two (efficiency.gemm_overlap 0) and takes the arithmetic's rate as the efficiency up to 64 rows
+  // (the cache-resident GEMMs above, whose packing comes from cache, count from 128 rows, where
+  // the reads are a small part).
   constexpr int kColdRows[] = {1, 2, 4, 8, 16, 32, 64};
   std::map<int, std::vector<RateSample>> arithmetic_by_rows;
   double worst_residual = 0;
@@ -142,7 +142,7 @@ DeviceCalibration calibrate_host(double min_seconds) {
                                   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, rows.data(), k,
                                               weights.data() + (next++ % copies) * matrix, n, 0.0f, out.data(), n);
                                 },
-                                min_seconds / 8));
+                                min_seconds / 4));
     }
     double mean_r = 0, mean_t = 0;
     for (auto [r, t] : times) mean_r += r / times.size(), mean_t += t / times.size();
@@ -154,11 +154,14 @@ DeviceCalibration calibrate_host(double min_seconds) {
     const double bytes = static_cast<double>(matrix) * sizeof(float);
     const std::string shape = std::to_string(n) + "x" + std::to_string(k);
     c.weight_streaming.push_back({"gemm weight reads " + shape, bytes, reads, bytes / reads});
-    for (auto [r, t] : times) {
-      if (r < 8 || t <= reads) continue;
-      const double flops = 2.0 * r * static_cast<double>(matrix);
-      arithmetic_by_rows[static_cast<int>(r)].push_back(
-          {"gemm arithmetic " + std::to_string(static_cast<int>(r)) + "x" + shape, flops, t - reads, flops / (t - reads)});
+    // The arithmetic per row is the line's slope: at 8 rows what is left of a GEMM's time beyond
+    // its reads is a quarter of it, so a point's own remainder would carry its noise fourfold.
+    if (slope > 0) {
+      const double flops_per_row = 2.0 * static_cast<double>(matrix);
+      for (int r : {8, 16, 32, 64}) {
+        arithmetic_by_rows[r].push_back({"gemm arithmetic " + std::to_string(r) + "x" + shape, flops_per_row * r, slope * r,
+                                         flops_per_row / slope});
+      }
     }
   }
   c.weight_streaming_bytes_per_s = median_rate(c.weight_streaming);
@@ -176,8 +179,7 @@ DeviceCalibration calibrate_host(double min_seconds) {
     if (rows >= 128) by_rows.emplace_back(rows, rate);
   c.gemm_median_by_rows = by_rows;
   c.gemm_rows_method =
-      "GEMM arithmetic rate / best, by the rows (tokens) multiplied: up to 64 rows what a GEMM from DRAM takes beyond "
-      "its weight reads";
+      "GEMM arithmetic rate / best, by the rows (tokens) multiplied: up to 64 rows the slope of GEMMs from DRAM by rows";
   c.gemm_overlap = 0;
   char residual[96];
   std::snprintf(residual, sizeof residual, "weights packed, then multiplied: reads + arithmetic (worst misfit %.0f%%)",
