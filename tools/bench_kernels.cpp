@@ -128,7 +128,7 @@ void bench_cpu(bool quick) {
   }
   // Quantise throughput: a prefill's K written into a paged cache (write_paged: quantise and
   // scatter, both cores), bytes of fp32 input read plus quantised bytes written.
-  for (KvElement e : {KvElement::fp8, KvElement::int8, KvElement::int4, KvElement::int2}) {
+  for (KvElement e : {KvElement::fp16, KvElement::fp8, KvElement::int8, KvElement::int4, KvElement::int2}) {
     KvFormat f;
     f.element = e;
     const int tokens = 8192;
