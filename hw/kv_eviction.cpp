@@ -153,7 +153,8 @@ void KvEviction::after_attention(const Step& step) {
     selection.keep = b.keep;
     selection.recent = b.recent;
     if (method_ == KvCompression::h2o) {
-      score_queries(step, row, chunk, q.prefilled, table, table, layer_scores(step.layer));
+      kernels_.score_prompt(step.rows + static_cast<std::int64_t>(row) * step.row_stride, step.row_stride, chunk, q.prefilled,
+                            q_heads_, *step.shape, step.k_cache, table.data(), layer_scores(step.layer));
       if (completes) {
         selection.score_table = table.data();
         selection.move_scores = true;

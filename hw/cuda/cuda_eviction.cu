@@ -129,6 +129,32 @@ __global__ void promote_kernel(std::uint8_t* k_cache, std::uint8_t* v_cache, flo
   if (threadIdx.x == 0) scores[score_index(table, lowest, head, block_size, kv_heads)] = leaving_score;
 }
 
+// Dequantised keys of one KV head, [keys, head_dim], one thread per element.
+__global__ void gather_keys_kernel(const std::uint8_t* __restrict__ k_cache, const std::int32_t* __restrict__ table, int kvh,
+                                   int keys, int head_dim, int block_size, int kv_heads, long vector_bytes, bool fp8,
+                                   float fp8_scale, float* __restrict__ out) {
+  const long i = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x;
+  if (i >= static_cast<long>(keys) * head_dim) return;
+  const int t = i / head_dim, d = i % head_dim;
+  out[i] = element(k_cache + vector_offset(table, t, kvh, block_size, kv_heads, vector_bytes), d, fp8, fp8_scale);
+}
+
+// One block per query row: its causal softmax over logits[row, 0 .. first + row], added to the
+// tokens' scores of KV head kvh.
+__global__ void causal_scores_kernel(float* __restrict__ logits, int keys, int first, const std::int32_t* __restrict__ table,
+                                     int kvh, float* scores, int block_size, int kv_heads) {
+  __shared__ float reduce[kThreads];
+  const int r = blockIdx.x, seen = first + r + 1;
+  float* row = logits + static_cast<long>(r) * keys;
+  float m = -INFINITY;
+  for (int t = threadIdx.x; t < seen; t += blockDim.x) m = fmaxf(m, row[t]);
+  m = block_reduce<true>(m, reduce);
+  float sum = 0.f;
+  for (int t = threadIdx.x; t < seen; t += blockDim.x) sum += (row[t] = expf(row[t] - m));
+  const float inv = 1.f / block_reduce<false>(sum, reduce);
+  for (int t = threadIdx.x; t < seen; t += blockDim.x) atomicAdd(scores + score_index(table, t, kvh, block_size, kv_heads), row[t] * inv);
+}
+
 __global__ void gather_scores_kernel(const float* __restrict__ scores, const std::int32_t* __restrict__ table, int head,
                                      int tokens, int block_size, int kv_heads, float* __restrict__ out) {
   const int t = blockIdx.x * blockDim.x + threadIdx.x;
@@ -209,6 +235,31 @@ void select_and_compact(std::uint8_t* k_cache, std::uint8_t* v_cache, const kern
     }
   }
   check(cudaDeviceSynchronize(), "cudaDeviceSynchronize (selection)");  // the scratch arrays are freed next
+}
+
+void score_prompt(cublasHandle_t blas, const float* queries, int row_stride, int rows, int first_position, int q_heads,
+                  const kernels::PagedShape& shape, const std::uint8_t* k_cache, const std::int32_t* block_table,
+                  const kernels::PagedScores& scores, float* keys, float* logits) {
+  const kernels::KvFormat& f = shape.format;
+  if (f.quantized()) throw std::invalid_argument("score_prompt: fp16 or fp8 caches only");
+  if (rows <= 0) return;
+  const int hd = f.head_dim, total = first_position + rows, group = q_heads / shape.kv_heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd)), zero = 0.0f;
+  for (int kvh = 0; kvh < shape.kv_heads; ++kvh) {
+    gather_keys_kernel<<<blocks_for(static_cast<long>(total) * hd, kThreads), kThreads>>>(
+        k_cache, block_table, kvh, total, hd, shape.block_size, shape.kv_heads, static_cast<long>(f.vector_bytes()),
+        f.element == kernels::KvElement::fp8, f.fp8_scale, keys);
+    launched("gather keys kernel");
+    for (int g = 0; g < group; ++g) {
+      // Row-major logits[rows, total] = Q_h K^T, as column-major logits^T = K (Q_h)^T.
+      check(cublasSgemm(blas, CUBLAS_OP_T, CUBLAS_OP_N, total, rows, hd, &scale, keys, hd,
+                        queries + static_cast<long>(kvh * group + g) * hd, row_stride, &zero, logits, total),
+            "cublasSgemm (prompt scores)");
+      causal_scores_kernel<<<rows, kThreads>>>(logits, total, first_position, block_table, kvh, scores.data, scores.block_size,
+                                               scores.kv_heads);
+      launched("causal scores kernel");
+    }
+  }
 }
 
 void promote_leaving_token(std::uint8_t* k_cache, std::uint8_t* v_cache, const kernels::PagedShape& shape,

@@ -4,6 +4,8 @@
 // Same semantics and layouts as the CPU kernels of kernels/eviction.h; scores accumulate with
 // atomics (sums in any order), selection and compaction are kernels/cuda's. Everything runs on the
 // legacy default stream. Written for the CUDA build; not yet run on a GPU.
+#include <cublas_v2.h>
+
 #include <cstdint>
 
 #include "kernels/eviction.h"
@@ -20,6 +22,11 @@ void accumulate_scores(const float* probs, int rows, int q_heads, int probs_stri
 /// s.block_table and s.score_table are device memory.
 void select_and_compact(std::uint8_t* k_cache, std::uint8_t* v_cache, const kernels::PagedShape& shape,
                         const kernels::PagedScores& scores, const kernels::PromptSelection& s);
+/// ServingKernels::score_prompt: `block_table` device memory; `keys` holds (first_position + rows)
+/// x head_dim floats and `logits` rows x (first_position + rows), device scratch.
+void score_prompt(cublasHandle_t blas, const float* queries, int row_stride, int rows, int first_position, int q_heads,
+                  const kernels::PagedShape& shape, const std::uint8_t* k_cache, const std::int32_t* block_table,
+                  const kernels::PagedScores& scores, float* keys, float* logits);
 void promote_leaving_token(std::uint8_t* k_cache, std::uint8_t* v_cache, const kernels::PagedShape& shape,
                            const kernels::PagedScores& scores, const std::int32_t* block_table, int heavy, int leaving);
 

@@ -214,6 +214,16 @@ class CudaServingKernels final : public ServingKernels {
                                                                    : score_tables_.upload(selection.score_table, blocks, stream_);
     cuda_eviction::select_and_compact(k_cache, v_cache, shape, scores, d);
   }
+  void score_prompt(const float* queries, int row_stride, int rows, int first_position, int q_heads,
+                    const kernels::PagedShape& shape, const std::uint8_t* k_cache, const std::int32_t* block_table,
+                    const kernels::PagedScores& scores) override {
+    const int total = first_position + rows;
+    const auto blocks = static_cast<std::size_t>((total + shape.block_size - 1) / shape.block_size);
+    auto* keys = static_cast<float*>(prompt_keys_.at_least(static_cast<std::size_t>(total) * shape.format.head_dim * sizeof(float)));
+    auto* logits = static_cast<float*>(prompt_logits_.at_least(static_cast<std::size_t>(rows) * total * sizeof(float)));
+    cuda_eviction::score_prompt(blas_, queries, row_stride, rows, first_position, q_heads, shape, k_cache,
+                                tables_.upload(block_table, blocks, stream_), scores, keys, logits);
+  }
   void promote_leaving_token(std::uint8_t* k_cache, std::uint8_t* v_cache, const kernels::PagedShape& shape,
                              const kernels::PagedScores& scores, const std::int32_t* block_table, int heavy,
                              int leaving) override {
@@ -284,7 +294,7 @@ class CudaServingKernels final : public ServingKernels {
   cublasHandle_t blas_ = nullptr;
   float* products_ = nullptr;
   void* pinned_ = nullptr;
-  Scratch positions_, slots_, tables_, context_, score_tables_, attention_workspace_, argmax_;
+  Scratch positions_, slots_, tables_, context_, score_tables_, attention_workspace_, argmax_, prompt_keys_, prompt_logits_;
 };
 
 }  // namespace

@@ -92,6 +92,35 @@ void HostServingKernels::clear_scores(const kernels::PagedScores& scores, const 
   }
 }
 
+void HostServingKernels::score_prompt(const float* queries, int row_stride, int rows, int first_position, int q_heads,
+                                      const kernels::PagedShape& shape, const std::uint8_t* k_cache,
+                                      const std::int32_t* block_table, const kernels::PagedScores& scores) {
+  const int hd = shape.format.head_dim, keys = first_position + rows, group = q_heads / shape.kv_heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  keys_.resize(static_cast<std::size_t>(keys) * hd);
+  logits_.resize(static_cast<std::size_t>(rows) * keys);
+  for (int kvh = 0; kvh < shape.kv_heads; ++kvh) {
+    for (int t = 0; t < keys; ++t) {
+      kernels::dequantize_vector(k_cache + shape.offset(block_table[t / shape.block_size], t % shape.block_size, kvh), shape.format,
+                                 keys_.data() + static_cast<std::ptrdiff_t>(t) * hd);
+    }
+    for (int g = 0; g < group; ++g) {
+      const float* q = queries + static_cast<std::ptrdiff_t>(kvh * group + g) * hd;
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, keys, hd, scale, q, row_stride, keys_.data(), hd, 0.0f,
+                  logits_.data(), keys);
+      for (int r = 0; r < rows; ++r) {
+        float* p = logits_.data() + static_cast<std::ptrdiff_t>(r) * keys;
+        const int seen = first_position + r + 1;  // causal
+        const float m = *std::max_element(p, p + seen);
+        float sum = 0;
+        for (int t = 0; t < seen; ++t) sum += (p[t] = std::exp(p[t] - m));
+        const float inv = 1.0f / sum;
+        for (int t = 0; t < seen; ++t) *scores.at(block_table, t, kvh) += p[t] * inv;
+      }
+    }
+  }
+}
+
 void HostServingKernels::prefill_attention(std::int64_t queries, std::int64_t keys, int head_dim, int heads) {
   kernels_.gemm({queries, keys, head_dim, heads});
   kernels_.gemm({queries, head_dim, keys, heads});

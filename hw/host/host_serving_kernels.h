@@ -32,6 +32,9 @@ class HostServingKernels final : public ServingKernels {
                           const kernels::PagedScores& scores, const kernels::PromptSelection& selection) override {
     kernels::select_and_compact(k_cache, v_cache, shape, scores, selection);
   }
+  void score_prompt(const float* queries, int row_stride, int rows, int first_position, int q_heads,
+                    const kernels::PagedShape& shape, const std::uint8_t* k_cache, const std::int32_t* block_table,
+                    const kernels::PagedScores& scores) override;
   void promote_leaving_token(std::uint8_t* k_cache, std::uint8_t* v_cache, const kernels::PagedShape& shape,
                              const kernels::PagedScores& scores, const std::int32_t* block_table, int heavy,
                              int leaving) override {
@@ -46,6 +49,7 @@ class HostServingKernels final : public ServingKernels {
   HostKernels kernels_;                   ///< attention products and swap copies over its workspace
   int rope_dim_ = 0;                      ///< head_dim the tables are for
   std::vector<float> rope_cos_, rope_sin_;  ///< [positions, head_dim / 2], grown on demand
+  std::vector<float> keys_, logits_;        ///< score_prompt's dequantised keys and QK^T
 };
 
 }  // namespace memtwin::hw

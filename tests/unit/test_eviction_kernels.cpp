@@ -9,6 +9,7 @@
 #include <random>
 #include <set>
 
+#include "hw/host/host_serving_kernels.h"
 #include "kernels/eviction.h"
 #include "kernels/kv_kernels.h"
 #include "tests/unit/kv_test_data.h"
@@ -234,4 +235,37 @@ TEST_CASE("H2O in a paged cache: heavy hitters plus a ring of recent tokens hold
       for (int slot = 0; slot < budget; ++slot) CHECK(c.score(slot, h) == Approx(held[h][c.token(slot, h)]));
     }
   }
+}
+
+TEST_CASE("H2O's prompt scores on the host: a QK^T product per head gives what decode attention's probabilities give", "[unit]") {
+  // A sequence of 70 cached tokens, of which the last 30 are this chunk's queries (causal).
+  const int kv_heads = 2, q_heads = 4, head_dim = 64, tokens = 70, first = 40, rows = tokens - first;
+  PositionCache c(kv_heads, 20);  // 80 slots
+  const auto keys = synthetic_kv(static_cast<std::size_t>(tokens) * kv_heads, head_dim, 31, true);
+  std::vector<std::int64_t> slots(tokens);
+  for (int t = 0; t < tokens; ++t) slots[t] = c.slot(t);
+  c.shape.format = format(KvElement::fp16, head_dim);
+  write_paged(keys.data(), slots.data(), tokens, c.shape, c.k.data());
+  const int row_stride = q_heads * head_dim + 16;  // the engine's queries sit in wider rows
+  auto queries = synthetic_kv(static_cast<std::size_t>(rows) * row_stride / head_dim + 1, head_dim, 32, false);
+  memtwin::hw::HostServingKernels host;
+  host.score_prompt(queries.data(), row_stride, rows, first, q_heads, c.shape, c.k.data(), c.table.data(), c.paged_scores());
+  // The reference: decode attention's probabilities of each query row, accumulated.
+  std::vector<float> packed(static_cast<std::size_t>(rows) * q_heads * head_dim), probs(static_cast<std::size_t>(rows) * q_heads * 80);
+  for (int r = 0; r < rows; ++r)
+    std::copy_n(queries.begin() + static_cast<long>(r) * row_stride, q_heads * head_dim, packed.begin() + static_cast<long>(r) * q_heads * head_dim);
+  std::vector<std::int32_t> tables, context;
+  for (int r = 0; r < rows; ++r) tables.insert(tables.end(), c.table.begin(), c.table.end()), context.push_back(first + r + 1);
+  auto a = make_decode_args(packed.data(), c.k.data(), c.v.data(), tables.data(), context.data(), nullptr, rows, q_heads, 20, c.shape);
+  a.probs = probs.data();
+  a.probs_stride = 80;
+  decode_attention(a, false);
+  std::vector<float> expected(static_cast<std::size_t>(80) * kv_heads, 0.f);
+  accumulate_paged_scores(probs.data(), rows, q_heads, a.probs_stride, tables.data(), 20, context.data(),
+                          PagedScores{expected.data(), 4, kv_heads});
+  for (int h = 0; h < kv_heads; ++h)
+    for (int t = 0; t < tokens; ++t) {
+      INFO("token " << t << " head " << h);
+      CHECK(c.score(t, h) == Approx(*PagedScores{expected.data(), 4, kv_heads}.at(c.table.data(), t, h)).epsilon(1e-4));
+    }
 }
