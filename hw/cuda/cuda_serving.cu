@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "hw/cuda/block_best.cuh"
+#include "kernels/cuda/block_best.cuh"
 #include "hw/cuda/cuda_check.h"
 #include "hw/cuda/cuda_device.h"
 #include "hw/cuda/cuda_eviction.h"
@@ -84,7 +84,7 @@ __global__ void argmax_kernel(const float* __restrict__ x, int cols, int* __rest
   for (int j = threadIdx.x; j < cols; j += blockDim.x) {
     if (row[j] > b) b = row[j], w = j;
   }
-  const int winner = block_best<true>(b, w, best, where);
+  const int winner = kernels::cuda::block_best<true>(b, w, best, where);
   if (threadIdx.x == 0) out[blockIdx.x] = winner;
 }
 
@@ -186,7 +186,7 @@ class CudaServingKernels final : public ServingKernels {
     kernels::DecodeAttentionArgs d = a;
     d.block_tables = tables_.upload(a.block_tables, static_cast<std::size_t>(a.num_seqs) * a.max_blocks_per_seq, stream_);
     d.context_lens = context_.upload(a.context_lens, static_cast<std::size_t>(a.num_seqs), stream_);
-    if (a.probs) cuda_eviction::attention_probabilities(d);  // a pass of its own over the keys
+    if (a.probs) kernels::cuda::attention_probabilities(d);  // a pass of its own over the keys
     if (!a.out) return;
     d.probs = nullptr;
     void* workspace = attention_workspace_.at_least(kernels::cuda::workspace_bytes(d, kSplitTokens));
@@ -196,12 +196,12 @@ class CudaServingKernels final : public ServingKernels {
   [[nodiscard]] bool supports_score_eviction() const override { return true; }
   void clear_scores(const kernels::PagedScores& scores, const std::int64_t* slot_mapping, int tokens) override {
     if (tokens <= 0) return;
-    cuda_eviction::clear_scores(scores, slots_.upload(slot_mapping, static_cast<std::size_t>(tokens), stream_), tokens);
+    kernels::cuda::clear_scores(scores, slots_.upload(slot_mapping, static_cast<std::size_t>(tokens), stream_), tokens);
   }
   void accumulate_scores(const float* probs, int rows, int q_heads, int probs_stride, const std::int32_t* block_tables,
                          int max_blocks_per_seq, const std::int32_t* context_lens, const kernels::PagedScores& scores) override {
     if (rows <= 0) return;
-    cuda_eviction::accumulate_scores(
+    kernels::cuda::accumulate_paged_scores(
         probs, rows, q_heads, probs_stride, tables_.upload(block_tables, static_cast<std::size_t>(rows) * max_blocks_per_seq, stream_),
         max_blocks_per_seq, context_.upload(context_lens, static_cast<std::size_t>(rows), stream_), scores);
   }
@@ -212,7 +212,7 @@ class CudaServingKernels final : public ServingKernels {
     d.block_table = tables_.upload(selection.block_table, blocks, stream_);
     d.score_table = selection.score_table == selection.block_table ? d.block_table
                                                                    : score_tables_.upload(selection.score_table, blocks, stream_);
-    cuda_eviction::select_and_compact(k_cache, v_cache, shape, scores, d);
+    kernels::cuda::select_and_compact(k_cache, v_cache, shape, scores, d);
   }
   void score_prompt(const float* queries, int row_stride, int rows, int first_position, int q_heads,
                     const kernels::PagedShape& shape, const std::uint8_t* k_cache, const std::int32_t* block_table,
@@ -228,7 +228,7 @@ class CudaServingKernels final : public ServingKernels {
                              const kernels::PagedScores& scores, const std::int32_t* block_table, int heavy,
                              int leaving) override {
     const auto blocks = static_cast<std::size_t>((std::max(heavy, leaving + 1) + shape.block_size - 1) / shape.block_size);
-    cuda_eviction::promote_leaving_token(k_cache, v_cache, shape, scores, tables_.upload(block_table, blocks, stream_), heavy,
+    kernels::cuda::promote_leaving_token(k_cache, v_cache, shape, scores, tables_.upload(block_table, blocks, stream_), heavy,
                                          leaving);
   }
 

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/eviction.h"
 #include "kernels/kv_kernels.h"
 
 namespace memtwin::kernels::cuda {
@@ -44,5 +45,26 @@ int select_tokens(const float* scores, int tokens, int keep, int sinks, int rece
 ///                // as std::invalid_argument after the kernel (nothing is moved then)
 void compact_head(std::uint8_t* cache, const PagedShape& shape, const std::int32_t* block_table, int head,
                   const std::int32_t* kept, int count);
+
+
+/// The serving engine's score-based eviction (eviction.h's PagedScores layout; block tables and
+/// lengths in device memory, like everything else here):
+/// each query head's softmax probabilities into a.probs (a.out not written); fp16 and fp8 caches.
+void attention_probabilities(const DecodeAttentionArgs& a);
+/// Zeroes the scores of the slots about to take new tokens (write_paged's slot mapping).
+void clear_scores(const PagedScores& scores, const std::int64_t* slot_mapping, int tokens);
+void accumulate_paged_scores(const float* probs, int rows, int q_heads, int probs_stride, const std::int32_t* block_tables,
+                             int max_blocks_per_seq, const std::int32_t* context_lens, const PagedScores& scores);
+void select_and_compact(std::uint8_t* k_cache, std::uint8_t* v_cache, const PagedShape& shape, const PagedScores& scores,
+                        const PromptSelection& s);
+void promote_leaving_token(std::uint8_t* k_cache, std::uint8_t* v_cache, const PagedShape& shape, const PagedScores& scores,
+                           const std::int32_t* block_table, int heavy, int leaving);
+/// H2O's prompt scores around the QK^T product: one KV head's keys of the first `tokens` tokens,
+/// dequantised into out[tokens, head_dim]; then each of `rows` rows of logits[rows, keys] (query
+/// row r at position first_position + r) softmaxed causally and added to the head's scores.
+void gather_keys(const std::uint8_t* k_cache, const PagedShape& shape, const std::int32_t* block_table, int head, int tokens,
+                 float* out);
+void add_causal_softmax(float* logits, int rows, int keys, int first_position, const std::int32_t* block_table, int head,
+                        const PagedScores& scores);
 
 }  // namespace memtwin::kernels::cuda

@@ -37,5 +37,7 @@ std::vector<T> to_host(const T* device, std::size_t count) {
 
 /// The compression kernels (KIVI keys, eviction support) against the CPU ones.
 void compression_kernels_match_cpu();
+/// The serving engine's score-based eviction kernels against the CPU ones.
+void score_kernels_match_cpu();
 
 }  // namespace memtwin::gpu_test

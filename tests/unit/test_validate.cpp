@@ -205,11 +205,13 @@ TEST_CASE("the hw backend says what it cannot run instead of running something e
   const auto entropy = run_memtwin({"run", serve, "--backend", "hw", "--set", "inference.kv_cache.compression={method: entropy, budget: 64}"});
   CHECK(entropy.exit_code == 2);
   CHECK_THAT(entropy.err, Catch::Contains("entropy") && Catch::Contains("per head"));
-  // Serving on --device cuda without a GPU (or without CUDA in the build) says why it cannot run.
+  // Serving on --device cuda without a GPU (or without CUDA in the build) says why it cannot run;
+  // where the CUDA module is built it loads (every symbol resolved), whatever the device.
   const auto cuda = run_memtwin({"run", serve, "--backend", "hw", "--device", "cuda"});
   if (cuda.exit_code != 0) {
     CHECK(cuda.exit_code == 2);
     CHECK_THAT(cuda.err, Catch::Contains("--device cuda") || Catch::Contains("without CUDA"));
+    CHECK_THAT(cuda.err, !Catch::Contains("cannot load"));
   }
   // Without a GPU (or without CUDA in the build) a training step on --device cuda says why it cannot run.
   const auto no_gpu = run_memtwin({"run", source_path("scenarios/validation/torch-llama-0.9b-h200.yaml"), "--backend", "hw",

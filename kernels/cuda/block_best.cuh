@@ -1,10 +1,10 @@
 #pragma once
-// A block-wide arg-max or arg-min for the CUDA device module's kernels (greedy sampling, H2O's
+// A block-wide arg-max or arg-min for CUDA kernels (the serving engine's greedy sampling, H2O's
 // lowest-scored heavy hitter): each thread offers a value and its index (-1: none), and every
 // thread gets the winner's index, the first of equal values. Blocks of up to 256 threads.
 #include <cuda_runtime.h>
 
-namespace memtwin::hw {
+namespace memtwin::kernels::cuda {
 
 template <bool Largest>
 __device__ int block_best(float value, int index, float* shared_value /*[blockDim]*/, int* shared_index /*[blockDim]*/) {
@@ -28,4 +28,4 @@ __device__ int block_best(float value, int index, float* shared_value /*[blockDi
   return winner;
 }
 
-}  // namespace memtwin::hw
+}  // namespace memtwin::kernels::cuda
