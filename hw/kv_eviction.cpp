@@ -5,12 +5,6 @@
 #include <numeric>
 
 namespace memtwin::hw {
-namespace {
-
-// Prompt queries scored at once: their probabilities stay under this many bytes.
-constexpr std::int64_t kScoreBatchBytes = std::int64_t{32} << 20;
-
-}  // namespace
 
 bool scores_tokens(KvCompression method) {
   return method == KvCompression::h2o || method == KvCompression::snapkv || method == KvCompression::pyramidkv;
@@ -100,38 +94,6 @@ void KvEviction::before_write(const Step& step) {
   kernels_.clear_scores(scores, step.slots->data(), static_cast<int>(step.slots->size()));
 }
 
-void KvEviction::score_queries(const Step& step, int first_row, int count, int position, const std::vector<std::int32_t>& kv_table,
-                               const std::vector<std::int32_t>& score_table, const kernels::PagedScores& scores) {
-  const int d = s_.model.head_dim, width = q_heads_ * d;
-  const int blocks = static_cast<int>(kv_table.size());
-  const int stride = blocks * shape_.block_size;
-  const int batch = static_cast<int>(std::clamp<std::int64_t>(kScoreBatchBytes / (4LL * q_heads_ * stride), 1, count));
-  auto* query = static_cast<float*>(allocator_.allocate(4LL * batch * width, "activations.score_queries"));
-  auto* probs = static_cast<float*>(allocator_.allocate(4LL * batch * q_heads_ * stride, "activations.attention_probs"));
-  std::vector<std::int32_t> kv_tables, score_tables, context;
-  for (int r0 = 0; r0 < count; r0 += batch) {
-    const int n = std::min(batch, count - r0);
-    kv_tables.clear();
-    score_tables.clear();
-    context.clear();
-    for (int r = 0; r < n; ++r) {
-      kv_tables.insert(kv_tables.end(), kv_table.begin(), kv_table.end());
-      score_tables.insert(score_tables.end(), score_table.begin(), score_table.end());
-      context.push_back(position + r0 + r + 1);  // causal: a prompt query sees itself and what precedes it
-    }
-    kernels_.copy_rows(step.rows + static_cast<std::int64_t>(first_row + r0) * step.row_stride, step.row_stride, query, width, n,
-                       width);
-    kernels::DecodeAttentionArgs a = kernels::make_decode_args(query, step.k_cache, step.v_cache, kv_tables.data(), context.data(),
-                                                               nullptr, n, q_heads_, blocks, *step.shape);
-    a.probs = probs;
-    a.probs_stride = stride;
-    kernels_.decode_attention(a);
-    kernels_.accumulate_scores(probs, n, q_heads_, stride, score_tables.data(), blocks, context.data(), scores);
-  }
-  allocator_.release(probs);
-  allocator_.release(query);
-}
-
 void KvEviction::after_attention(const Step& step) {
   if (!scores_tokens(method_)) return;
   const ScheduledIteration& it = *step.it;
@@ -154,7 +116,7 @@ void KvEviction::after_attention(const Step& step) {
     selection.recent = b.recent;
     if (method_ == KvCompression::h2o) {
       kernels_.score_prompt(step.rows + static_cast<std::int64_t>(row) * step.row_stride, step.row_stride, chunk, q.prefilled,
-                            q_heads_, *step.shape, step.k_cache, table.data(), layer_scores(step.layer));
+                            q_heads_, *step.shape, step.k_cache, table.data(), layer_scores(step.layer), table.data());
       if (completes) {
         selection.score_table = table.data();
         selection.move_scores = true;
@@ -170,7 +132,9 @@ void KvEviction::after_attention(const Step& step) {
       kernels::PagedScores votes{static_cast<float*>(allocator_.allocate(4 * floats, "activations.snapkv_votes")),
                                  shape_.block_size, shape_.kv_heads};
       kernels_.fill(votes.data, floats, 0.0f);
-      score_queries(step, row + chunk - window, window, q.prefilled + chunk - window, table, identity, votes);
+      const int first = row + chunk - window;
+      kernels_.score_prompt(step.rows + static_cast<std::int64_t>(first) * step.row_stride, step.row_stride, window,
+                            q.prefilled + chunk - window, q_heads_, *step.shape, step.k_cache, table.data(), votes, identity.data());
       selection.score_table = identity.data();
       selection.pooling = s_.inference->kv_cache.compression.pooling_kernel;
       kernels_.select_and_compact(step.k_cache, step.v_cache, *step.shape, votes, selection);

@@ -83,11 +83,6 @@ class KvEviction {
   };
   [[nodiscard]] Budget budget(const Sequence& q, int layer) const;
   [[nodiscard]] kernels::PagedScores layer_scores(int layer) const;
-  // Probabilities of `count` query rows of a sequence (rows [first, first + count) of the step's
-  // rows, at positions [position, ...)) against its cache, added to `scores` through `score_table`.
-  void score_queries(const Step& step, int first_row, int count, int position, const std::vector<std::int32_t>& kv_table,
-                     const std::vector<std::int32_t>& score_table, const kernels::PagedScores& scores);
-
   const Scenario& s_;
   const KvCompressor& kv_;
   kernels::PagedShape shape_;

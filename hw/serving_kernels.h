@@ -61,14 +61,14 @@ class ServingKernels {
                                   const kernels::PagedScores&, const kernels::PromptSelection&) {
     no_eviction();
   }
-  /// H2O's prompt scores, as an eager attention computes its weights: `rows` consecutive queries
-  /// of one sequence (row r at position first_position + r, q_heads x head_dim floats each,
-  /// `row_stride` apart) against its cached keys, a QK^T product per query head, each row's causal
-  /// softmax, and its probabilities added to its KV head's scores (block_table both the K cache's
-  /// and the scores').
+  /// Prompt queries' scores, as an eager attention computes its weights (H2O's prompt, SnapKV's
+  /// window): `rows` consecutive queries of one sequence (row r at position first_position + r,
+  /// q_heads x head_dim floats each, `row_stride` apart) against its cached keys (block_table), a
+  /// QK^T product per query head, each row's causal softmax, and its probabilities added to its KV
+  /// head's scores (through score_table).
   virtual void score_prompt(const float* /*queries*/, int /*row_stride*/, int /*rows*/, int /*first_position*/, int /*q_heads*/,
                             const kernels::PagedShape&, const std::uint8_t* /*k_cache*/, const std::int32_t* /*block_table*/,
-                            const kernels::PagedScores&) {
+                            const kernels::PagedScores&, const std::int32_t* /*score_table*/) {
     no_eviction();
   }
   virtual void promote_leaving_token(std::uint8_t* /*k_cache*/, std::uint8_t* /*v_cache*/, const kernels::PagedShape&,

@@ -15,5 +15,5 @@ namespace memtwin::hw::cuda_eviction {
 /// x head_dim floats and `logits` rows x (first_position + rows), device scratch.
 void score_prompt(cublasHandle_t blas, const float* queries, int row_stride, int rows, int first_position, int q_heads,
                   const kernels::PagedShape& shape, const std::uint8_t* k_cache, const std::int32_t* block_table,
-                  const kernels::PagedScores& scores, float* keys, float* logits);
+                  const kernels::PagedScores& scores, const std::int32_t* score_table, float* keys, float* logits);
 }  // namespace memtwin::hw::cuda_eviction

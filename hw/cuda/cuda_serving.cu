@@ -216,13 +216,15 @@ class CudaServingKernels final : public ServingKernels {
   }
   void score_prompt(const float* queries, int row_stride, int rows, int first_position, int q_heads,
                     const kernels::PagedShape& shape, const std::uint8_t* k_cache, const std::int32_t* block_table,
-                    const kernels::PagedScores& scores) override {
+                    const kernels::PagedScores& scores, const std::int32_t* score_table) override {
     const int total = first_position + rows;
     const auto blocks = static_cast<std::size_t>((total + shape.block_size - 1) / shape.block_size);
     auto* keys = static_cast<float*>(prompt_keys_.at_least(static_cast<std::size_t>(total) * shape.format.head_dim * sizeof(float)));
     auto* logits = static_cast<float*>(prompt_logits_.at_least(static_cast<std::size_t>(rows) * total * sizeof(float)));
-    cuda_eviction::score_prompt(blas_, queries, row_stride, rows, first_position, q_heads, shape, k_cache,
-                                tables_.upload(block_table, blocks, stream_), scores, keys, logits);
+    const std::int32_t* table = tables_.upload(block_table, blocks, stream_);
+    cuda_eviction::score_prompt(blas_, queries, row_stride, rows, first_position, q_heads, shape, k_cache, table, scores,
+                                score_table == block_table ? table : score_tables_.upload(score_table, blocks, stream_), keys,
+                                logits);
   }
   void promote_leaving_token(std::uint8_t* k_cache, std::uint8_t* v_cache, const kernels::PagedShape& shape,
                              const kernels::PagedScores& scores, const std::int32_t* block_table, int heavy,

@@ -94,7 +94,8 @@ void HostServingKernels::clear_scores(const kernels::PagedScores& scores, const 
 
 void HostServingKernels::score_prompt(const float* queries, int row_stride, int rows, int first_position, int q_heads,
                                       const kernels::PagedShape& shape, const std::uint8_t* k_cache,
-                                      const std::int32_t* block_table, const kernels::PagedScores& scores) {
+                                      const std::int32_t* block_table, const kernels::PagedScores& scores,
+                                      const std::int32_t* score_table) {
   const int hd = shape.format.head_dim, keys = first_position + rows, group = q_heads / shape.kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   keys_.resize(static_cast<std::size_t>(keys) * hd);
@@ -115,7 +116,7 @@ void HostServingKernels::score_prompt(const float* queries, int row_stride, int 
         float sum = 0;
         for (int t = 0; t < seen; ++t) sum += (p[t] = std::exp(p[t] - m));
         const float inv = 1.0f / sum;
-        for (int t = 0; t < seen; ++t) *scores.at(block_table, t, kvh) += p[t] * inv;
+        for (int t = 0; t < seen; ++t) *scores.at(score_table, t, kvh) += p[t] * inv;
       }
     }
   }

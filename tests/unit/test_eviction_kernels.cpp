@@ -249,7 +249,8 @@ TEST_CASE("H2O's prompt scores on the host: a QK^T product per head gives what d
   const int row_stride = q_heads * head_dim + 16;  // the engine's queries sit in wider rows
   auto queries = synthetic_kv(static_cast<std::size_t>(rows) * row_stride / head_dim + 1, head_dim, 32, false);
   memtwin::hw::HostServingKernels host;
-  host.score_prompt(queries.data(), row_stride, rows, first, q_heads, c.shape, c.k.data(), c.table.data(), c.paged_scores());
+  host.score_prompt(queries.data(), row_stride, rows, first, q_heads, c.shape, c.k.data(), c.table.data(), c.paged_scores(),
+                    c.table.data());
   // The reference: decode attention's probabilities of each query row, accumulated.
   std::vector<float> packed(static_cast<std::size_t>(rows) * q_heads * head_dim), probs(static_cast<std::size_t>(rows) * q_heads * 80);
   for (int r = 0; r < rows; ++r)
