@@ -79,6 +79,8 @@ struct PagedShape {
 /// IEEE half <-> float, bit exact and portable (round to nearest even).
 float half_to_float(std::uint16_t h);
 std::uint16_t float_to_half(float f);
+/// Every half's float, indexed by its bits: the kernels dequantise fp16 values and scales by lookup.
+const float* half_to_float_table();
 
 /// OCP fp8 e4m3 (the "fn" variant: no infinities, 0x7f/0xff NaN, largest finite 448) <-> float:
 /// round to nearest even, saturating to +-448 as vLLM's fp8 KV cache does; NaN stays NaN.

@@ -28,16 +28,6 @@ void validate(const DecodeAttentionArgs& a) {
 
 namespace {
 
-// Every half value as a float: dequantising fp16 K/V and the fp16 scales is a table lookup.
-const float* half_table() {
-  static const std::vector<float> table = [] {
-    std::vector<float> t(65536);
-    for (std::uint32_t h = 0; h < 65536; ++h) t[h] = half_to_float(static_cast<std::uint16_t>(h));
-    return t;
-  }();
-  return table.data();
-}
-
 // The kernel's own dequantisation: the same values as dequantize_vector (a test holds them to the
 // reference), written so that the compiler vectorises it.
 void dequantize_fast(const std::uint8_t* in, const KvFormat& f, const float* halves, float* out) {
@@ -178,7 +168,7 @@ void decode_attention(const DecodeAttentionArgs& a, bool allow_simd) {
       throw std::invalid_argument("decode_attention: context length out of range for sequence " + std::to_string(seq));
     }
   }
-  const float* halves = half_table();
+  const float* halves = half_to_float_table();
   const bool simd_path = allow_simd && decode_attention_simd_available();
   const int pairs = a.num_seqs * a.shape.kv_heads;
   long tokens = 0;

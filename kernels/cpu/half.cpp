@@ -1,5 +1,6 @@
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "kernels/kv_format.h"
 
@@ -84,6 +85,15 @@ std::uint8_t float_to_e4m3(float f) {
   const int biased = exponent + 7;
   if (biased > 15 || (biased == 15 && mantissa == 7)) return static_cast<std::uint8_t>(sign | 0x7e);
   return static_cast<std::uint8_t>(sign | (biased << 3) | mantissa);
+}
+
+const float* half_to_float_table() {
+  static const std::vector<float> table = [] {
+    std::vector<float> t(65536);
+    for (std::uint32_t h = 0; h < 65536; ++h) t[h] = half_to_float(static_cast<std::uint16_t>(h));
+    return t;
+  }();
+  return table.data();
 }
 
 }  // namespace memtwin::kernels

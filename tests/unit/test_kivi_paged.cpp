@@ -1,0 +1,184 @@
+// KIVI in the serving engine's paged pool (kernels/kivi_paged.h) against KiviSequence (one
+// sequence, one head, token by token), the decode-attention reference and the size model.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "kernels/kivi.h"
+#include "kernels/kivi_paged.h"
+#include "kernels/kv_kernels.h"
+#include "models/kv/kv_methods.h"
+#include "tests/unit/kv_test_data.h"
+
+using namespace memtwin::kernels;
+using memtwin::test::synthetic_kv;
+
+namespace {
+
+KiviPagedShape kivi_shape(int bits, int head_dim, int residual, int num_blocks) {
+  KiviPagedShape s;
+  s.num_blocks = num_blocks;
+  s.block_size = 32;
+  s.kv_heads = 2;
+  s.head_dim = head_dim;
+  s.bits = bits;
+  s.group = 32;
+  s.residual = residual;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("a paged KIVI sequence uses exactly the bytes of memtwin's size model", "[unit]") {
+  for (int bits : {2, 4}) {
+    for (int head_dim : {64, 128}) {
+      const KiviPagedShape s = kivi_shape(bits, head_dim, 128, 1);
+      REQUIRE_NOTHROW(s.validate());
+      const int layers = 3;
+      const memtwin::KvShape shape{layers, s.kv_heads, head_dim, 2};
+      const memtwin::GroupQuantKv model(shape, bits, s.group, true, s.residual);
+      // A block's slices over every layer are the scheduler's block (its bytes per stored token).
+      CHECK(static_cast<double>(s.slice_bytes()) * layers == model.bytes_per_stored_token() * s.block_size);
+      for (std::int64_t n : {0, 1, 127, 128, 159, 160, 161, 192, 1000}) {
+        INFO("bits " << bits << ", head_dim " << head_dim << ", " << n << " tokens");
+        CHECK(static_cast<double>(s.sequence_bytes(n)) * layers == model.sequence_bytes(n, 0));
+        CHECK(s.quantized_tokens(n) == model.quantized_tokens(n));
+      }
+    }
+  }
+}
+
+TEST_CASE("a paged KIVI layout refuses blocks a group or a token would straddle", "[unit]") {
+  KiviPagedShape s = kivi_shape(2, 128, 128, 4);
+  s.block_size = 16;
+  CHECK_THROWS_WITH(s.validate(), Catch::Contains("block_size (16) must be a multiple of the group (32)"));
+  s.block_size = 32;
+  s.residual = 40;
+  CHECK_THROWS_WITH(s.validate(), Catch::Contains("residual (40) must be a multiple of the group"));
+}
+
+TEST_CASE("paged KIVI appends hold what KiviSequence holds, in chunks, through shrinking blocks", "[unit]") {
+  for (int bits : {2, 4}) {
+    for (int residual : {0, 64}) {
+      const int head_dim = 64, tokens = 400, blocks = 64;
+      KiviPagedShape s = kivi_shape(bits, head_dim, residual, blocks);
+      const std::size_t row = static_cast<std::size_t>(s.kv_heads) * head_dim;
+      const auto k = synthetic_kv(tokens * static_cast<std::size_t>(s.kv_heads), head_dim, 21 + bits, true);
+      const auto v = synthetic_kv(tokens * static_cast<std::size_t>(s.kv_heads), head_dim, 31 + bits, false);
+      std::vector<KiviSequence> reference;
+      for (int h = 0; h < s.kv_heads; ++h) reference.emplace_back(head_dim, bits, s.group, residual);
+      // A scattered block table; blocks the sequence no longer needs are scribbled over, as another
+      // sequence would, so the append must read a residual that left them from its staged copy.
+      std::vector<std::int32_t> table(blocks);
+      std::iota(table.begin(), table.end(), 0);
+      std::shuffle(table.begin(), table.end(), std::mt19937(5));
+      std::vector<std::uint8_t> cache(s.bytes(), 0);
+      std::mt19937 rng(7 + bits + residual);
+      std::int64_t held = 0;
+      while (held < tokens) {
+        const int chunk = static_cast<int>(std::min<std::int64_t>(tokens - held, std::uniform_int_distribution<int>(1, 70)(rng)));
+        const std::int64_t after = held + chunk;
+        std::vector<std::uint16_t> staged(std::max<std::size_t>(1, (held - s.quantized_tokens(held)) * row * 2));
+        kivi_stage_residual(cache.data(), table.data(), held, s, staged.data());
+        const std::size_t used = (s.sequence_bytes(after) + s.slice_bytes() - 1) / s.slice_bytes();
+        for (std::size_t b = used; b < table.size(); ++b) {
+          std::fill_n(cache.begin() + static_cast<long>(table[b] * s.slice_bytes()), s.slice_bytes(), std::uint8_t{0x5c});
+        }
+        const std::int32_t first = static_cast<std::int32_t>(held), added = chunk, cached = static_cast<std::int32_t>(held);
+        const std::uint16_t* staged_ptr = staged.data();
+        KiviAppendArgs a;
+        a.keys = k.data();
+        a.values = v.data();
+        a.num_seqs = 1;
+        a.first_row = &first;
+        a.new_tokens = &added;
+        a.cached = &cached;
+        a.staged = &staged_ptr;
+        a.block_tables = table.data();
+        a.max_blocks_per_seq = static_cast<int>(used);
+        a.shape = s;
+        a.cache = cache.data();
+        kivi_append(a);
+        for (std::int64_t t = held; t < after; ++t)
+          for (int h = 0; h < s.kv_heads; ++h) reference[h].append(&k[t * row + h * head_dim], &v[t * row + h * head_dim]);
+        held = after;
+        std::vector<float> keys, values, rk, rv;
+        kivi_read_sequence(cache.data(), table.data(), held, s, keys, values);
+        for (int h = 0; h < s.kv_heads; ++h) {
+          reference[h].read(rk, rv);
+          REQUIRE(reference[h].quantized_tokens() == s.quantized_tokens(held));
+          for (std::int64_t t = 0; t < held; ++t) {
+            INFO("bits " << bits << ", residual " << residual << ", " << held << " tokens, head " << h << ", token " << t);
+            REQUIRE(std::equal(rk.begin() + t * head_dim, rk.begin() + (t + 1) * head_dim, keys.begin() + t * row + h * head_dim));
+            REQUIRE(std::equal(rv.begin() + t * head_dim, rv.begin() + (t + 1) * head_dim, values.begin() + t * row + h * head_dim));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("paged KIVI decode attention equals attention over the dequantised cache", "[unit]") {
+  for (int bits : {2, 4}) {
+    for (int head_dim : {64, 128}) {
+      const int seqs = 3, q_heads = 4;
+      const std::int32_t lens[seqs] = {1, 150, 333};  // residual only; one group; several groups
+      const int per_seq = 40;
+      KiviPagedShape s = kivi_shape(bits, head_dim, 64, seqs * per_seq);
+      const std::size_t row = static_cast<std::size_t>(s.kv_heads) * head_dim;
+      std::vector<std::int32_t> tables(static_cast<std::size_t>(seqs) * per_seq);
+      std::iota(tables.begin(), tables.end(), 0);
+      std::shuffle(tables.begin(), tables.end(), std::mt19937(3));
+      std::vector<std::uint8_t> cache(s.bytes(), 0);
+      const int max_ctx = 333;
+      std::vector<float> kref(static_cast<std::size_t>(seqs) * max_ctx * row, 0.f), vref(kref.size(), 0.f);
+      for (int q = 0; q < seqs; ++q) {
+        const auto k = synthetic_kv(static_cast<std::size_t>(lens[q]) * s.kv_heads, head_dim, 40 + q, true);
+        const auto v = synthetic_kv(static_cast<std::size_t>(lens[q]) * s.kv_heads, head_dim, 50 + q, false);
+        const std::int32_t first = 0, cached = 0;
+        KiviAppendArgs a;
+        a.keys = k.data();
+        a.values = v.data();
+        a.num_seqs = 1;
+        a.first_row = &first;
+        a.new_tokens = &lens[q];
+        a.cached = &cached;
+        a.block_tables = &tables[static_cast<std::size_t>(q) * per_seq];
+        a.max_blocks_per_seq = per_seq;
+        a.shape = s;
+        a.cache = cache.data();
+        kivi_append(a);
+        std::vector<float> keys, values;
+        kivi_read_sequence(cache.data(), a.block_tables, lens[q], s, keys, values);
+        std::copy(keys.begin(), keys.end(), kref.begin() + static_cast<long>(q) * max_ctx * static_cast<long>(row));
+        std::copy(values.begin(), values.end(), vref.begin() + static_cast<long>(q) * max_ctx * static_cast<long>(row));
+      }
+      const auto query = synthetic_kv(static_cast<std::size_t>(seqs) * q_heads, head_dim, 60, false);
+      std::vector<float> out(query.size()), expected(query.size());
+      KiviDecodeArgs d;
+      d.query = query.data();
+      d.cache = cache.data();
+      d.block_tables = tables.data();
+      d.context_lens = lens;
+      d.out = out.data();
+      d.num_seqs = seqs;
+      d.q_heads = q_heads;
+      d.max_blocks_per_seq = per_seq;
+      d.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+      d.shape = s;
+      kivi_decode_attention(d);
+      reference_decode_attention(query.data(), kref.data(), vref.data(), lens, seqs, max_ctx, q_heads, s.kv_heads, head_dim,
+                                 d.scale, expected.data());
+      double err = 0, norm = 0;
+      for (std::size_t i = 0; i < out.size(); ++i) {
+        err = std::max(err, static_cast<double>(std::fabs(out[i] - expected[i])));
+        norm = std::max(norm, static_cast<double>(std::fabs(expected[i])));
+      }
+      INFO("bits " << bits << ", head_dim " << head_dim << ": max error " << err << " of " << norm);
+      CHECK(err <= 1e-4 * norm);
+    }
+  }
+}
