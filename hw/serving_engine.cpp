@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "hw/block_pool.h"
+#include "hw/kivi_cache.h"
 #include "hw/kv_eviction.h"
 #include "kernels/kv_kernels.h"
 #include "models/backend.h"
@@ -32,15 +33,16 @@ kernels::KvFormat kv_format(const Scenario& s) {
     case KvCompression::pyramidkv:
       f.element = s.inference->kv_cache.dtype == KvDtype::fp8 ? kernels::KvElement::fp8 : kernels::KvElement::fp16;
       break;
+    case KvCompression::kivi:  // the pool is KiviCache's (hw/kivi_cache.h); this is its values' format
     case KvCompression::int8: f.element = kernels::KvElement::int8; break;
     case KvCompression::int4: f.element = kernels::KvElement::int4; break;
     case KvCompression::int2: f.element = kernels::KvElement::int2; break;
     default:
-      throw Unsupported("the serving engine runs KV compression none, int8, int4, int2, streaming, h2o, snapkv or pyramidkv; '" +
-                        std::string(kKvCompressionNames.name(c.method)) + "' is simulated only" +
-                        (c.method == KvCompression::kivi ? " (KIVI's per-channel key groups need a decode kernel of their own)"
-                                                         : " (budgets that differ per head need block tables per head)"));
+      throw Unsupported("the serving engine runs KV compression none, int8, int4, int2, kivi, streaming, h2o, snapkv or "
+                        "pyramidkv; '" + std::string(kKvCompressionNames.name(c.method)) +
+                        "' is simulated only (budgets that differ per head need block tables per head)");
   }
+  if (c.method == KvCompression::kivi) f.element = c.bits == 4 ? kernels::KvElement::int4 : kernels::KvElement::int2;
   try {
     f.validate();
   } catch (const std::invalid_argument& e) {
@@ -53,7 +55,7 @@ kernels::KvFormat kv_format(const Scenario& s) {
 class DeviceModel {
  public:
   DeviceModel(const Scenario& s, const KvCompressor& kv, CachingAllocator& allocator, ServingKernels& kernels,
-              std::int64_t capacity_blocks, std::int64_t weight_bytes)
+              std::int64_t capacity_blocks, std::int64_t weight_bytes, double block_bytes)
       : m_(s.model), allocator_(allocator), kernels_(kernels) {
     const bool gated = m_.mlp == MlpKind::swiglu || m_.mlp == MlpKind::geglu;
     q_ = m_.heads * m_.head_dim;
@@ -84,19 +86,30 @@ class DeviceModel {
     shape_.format = kv_format(s);
     global_shape_ = shape_;
     global_shape_.num_blocks = shape_.num_blocks * m_.layers;
-    pool_bytes_ = static_cast<std::int64_t>(shape_.bytes()) * 2 * m_.layers;
-    pool_ = static_cast<std::uint8_t*>(allocator_.allocate(pool_bytes_, "kv_cache"));
+    if (s.inference->kv_cache.compression.method == KvCompression::kivi) {
+      kivi_ = std::make_unique<KiviCache>(s, capacity_blocks, block_bytes, kernels_, allocator_);
+    } else {
+      pool_bytes_ = static_cast<std::int64_t>(shape_.bytes()) * 2 * m_.layers;
+      pool_ = static_cast<std::uint8_t*>(allocator_.allocate(pool_bytes_, "kv_cache"));
+    }
     eviction_ = std::make_unique<KvEviction>(s, kv, shape_, kernels_, allocator_);
   }
   ~DeviceModel() {
     eviction_.reset();
-    allocator_.release(pool_);
+    kivi_.reset();
+    if (pool_) allocator_.release(pool_);
     allocator_.release(weights_);
   }
   DeviceModel(const DeviceModel&) = delete;
   DeviceModel& operator=(const DeviceModel&) = delete;
   /// K and V, and H2O's scores.
-  [[nodiscard]] std::int64_t pool_bytes() const { return pool_bytes_ + eviction_->score_bytes(); }
+  [[nodiscard]] std::int64_t pool_bytes() const {
+    return (kivi_ ? kivi_->pool_bytes() : pool_bytes_) + eviction_->score_bytes();
+  }
+  /// KIVI: before the blocks are synced, the residuals this iteration quantises (hw/kivi_cache.h).
+  void before_sync(const ScheduledIteration& it, const BlockPool& blocks) {
+    if (kivi_) kivi_->stage(it, blocks);
+  }
 
   /// One iteration; `per_layer` holds the blocks of methods whose layers keep different numbers
   /// of tokens (each layer's table of global layer-block ids), else every layer uses `blocks`.
@@ -113,7 +126,8 @@ class DeviceModel {
     for (const Sequence* q : it.decoding) positions_.push_back(q->prompt + q->generated - 1);
     for (std::size_t i = 0; i < it.prefilling.size(); ++i)
       for (int t = 0; t < it.chunks[i]; ++t) positions_.push_back(it.prefilling[i]->prefilled + t);
-    lay_out(it, blocks, per_layer, 0);
+    if (kivi_) kivi_->lay_out(it, blocks);
+    else lay_out(it, blocks, per_layer, 0);
     eviction_->begin(it, max_blocks_);
 
     // Activations as vLLM's profile counts them: the residual stream, the normed input, one
@@ -135,8 +149,8 @@ class DeviceModel {
       // The pool holds every layer's K, then every layer's V: a layer's region is addressed from
       // its own base with physical block numbers, or from the first with global layer-block ids.
       const kernels::PagedShape& shape = per_layer ? global_shape_ : shape_;
-      std::uint8_t* k_cache = pool_ + shape_.bytes() * static_cast<std::size_t>(per_layer ? 0 : l);
-      std::uint8_t* v_cache = pool_ + shape_.bytes() * static_cast<std::size_t>(m_.layers + (per_layer ? 0 : l));
+      std::uint8_t* k_cache = pool_ ? pool_ + shape_.bytes() * static_cast<std::size_t>(per_layer ? 0 : l) : nullptr;
+      std::uint8_t* v_cache = pool_ ? pool_ + shape_.bytes() * static_cast<std::size_t>(m_.layers + (per_layer ? 0 : l)) : nullptr;
       // Pre-norm, then the QKV projection into the intermediate rows: [q | k | v | attention
       // output], then rotary position embedding on q and k.
       kernels_.rms_norm(residual, normed, tokens, h);
@@ -146,19 +160,27 @@ class DeviceModel {
       kernels_.copy_rows(inter + q_ + kv_, width_, v_new, kv_, tokens, kv_);
       const KvEviction::Step step{l,       k_cache,       v_cache, &shape, &it,    &tables_, max_blocks_, &context_,
                                   &prefill_tables_, &slots_, inter, width_};
-      eviction_->before_write(step);
-      kernels_.write_paged(k_new, slots_.data(), tokens, shape, k_cache);
-      kernels_.write_paged(v_new, slots_.data(), tokens, shape, v_cache);
+      if (kivi_) {
+        kivi_->append(l, k_new, v_new);
+      } else {
+        eviction_->before_write(step);
+        kernels_.write_paged(k_new, slots_.data(), tokens, shape, k_cache);
+        kernels_.write_paged(v_new, slots_.data(), tokens, shape, v_cache);
+      }
       if (decodes > 0) {
         kernels_.copy_rows(inter, width_, query, q_, decodes, q_);
-        auto args = kernels::make_decode_args(query, k_cache, v_cache, tables_.data(), context_.data(), attended, decodes, m_.heads,
-                                              max_blocks_, shape);
-        args.probs = eviction_->decode_probs();
-        args.probs_stride = eviction_->decode_probs_stride();
-        kernels_.decode_attention(args);
+        if (kivi_) {
+          kivi_->decode_attention(l, query, m_.heads, attended);
+        } else {
+          auto args = kernels::make_decode_args(query, k_cache, v_cache, tables_.data(), context_.data(), attended, decodes, m_.heads,
+                                                max_blocks_, shape);
+          args.probs = eviction_->decode_probs();
+          args.probs_stride = eviction_->decode_probs_stride();
+          kernels_.decode_attention(args);
+        }
         kernels_.copy_rows(attended, q_, inter + q_ + 2 * kv_, width_, decodes, q_);
       }
-      eviction_->after_attention(step);
+      if (!kivi_) eviction_->after_attention(step);
       // Prefill attention: each chunk's queries against its prefix and itself (causal: half the
       // chunk on average), per head, as the iteration model counts it.
       for (std::size_t i = 0; i < it.prefilling.size(); ++i) {
@@ -179,6 +201,7 @@ class DeviceModel {
     }
     kernels_.synchronize();
     eviction_->end();
+    if (kivi_) kivi_->end();
     for (float* t : {attended, query, v_new, k_new, logits, inter, normed, residual}) allocator_.release(t);
   }
 
@@ -237,6 +260,7 @@ class DeviceModel {
   int max_blocks_ = 1;
   kernels::PagedShape global_shape_;  // every layer's region as one pool of layer blocks
   std::unique_ptr<KvEviction> eviction_;  // where tokens live; H2O's and SnapKV's scores
+  std::unique_ptr<KiviCache> kivi_;       // KIVI's pool and kernels, instead of pool_
   std::vector<int> sampled_;
 };
 
@@ -254,6 +278,7 @@ void require_serving_support(const Scenario& s) {
   if (inf.tiers.nvme) throw Unsupported("the NVMe tier (inference.tiers.nvme) is simulated only; the host tier runs");
   if (!s.model.architecture_known) throw Unsupported("serving on a device needs the model's architecture");
   kv_format(s);
+  if (inf.kv_cache.compression.method == KvCompression::kivi) kivi_paged_shape(s, 1);
 }
 
 ServingMeasurement serve_on_device(const Scenario& s, ServingDevice& device) {
@@ -273,7 +298,8 @@ ServingMeasurement serve_on_device(const Scenario& s, ServingDevice& device) {
   run.capacity_blocks = memory.capacity_blocks;
   try {
     const auto kv = make_kv_compressor(inf.kv_cache.compression, serving_kv_shape(s));
-    DeviceModel model(s, *kv, allocator, *device.kernels, memory.capacity_blocks, memory.weights.count());
+    DeviceModel model(s, *kv, allocator, *device.kernels, memory.capacity_blocks, memory.weights.count(),
+                      memory.block_bytes.as_double());
     out.weights_bytes = memory.weights.count();
     out.kv_pool_bytes = model.pool_bytes();
     BatchScheduler scheduler(0, s, *kv, run, memory.capacity_blocks, memory.block_bytes.as_double());
@@ -310,6 +336,7 @@ ServingMeasurement serve_on_device(const Scenario& s, ServingDevice& device) {
         std::this_thread::sleep_for(std::chrono::duration<double>(std::max(0.0, run.requests[next].arrival_s - now())));
         continue;
       }
+      model.before_sync(*it, blocks);
       if (layer_blocks) layer_blocks->sync(scheduler.running());
       else blocks.sync(scheduler.running(), scheduler.cached_prefix_blocks());
       const double started = now();

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kernels/eviction.h"
+#include "kernels/kivi_paged.h"
 #include "kernels/kv_kernels.h"
 
 namespace memtwin::hw {
@@ -77,6 +78,18 @@ class ServingKernels {
     no_eviction();
   }
 
+  // KIVI (kernels/kivi_paged.h): per layer, a KiviPagedShape region of the pool. Keys, values,
+  // caches and staged residuals are device memory; the arguments' per-sequence arrays and block
+  // tables host memory.
+  /// Whether the device runs the three calls below.
+  [[nodiscard]] virtual bool supports_kivi() const { return false; }
+  virtual void kivi_append(const kernels::KiviAppendArgs& /*a*/) { no_kivi(); }
+  virtual void kivi_stage_residual(const std::uint8_t* /*cache*/, const std::int32_t* /*block_table*/, std::int64_t /*tokens*/,
+                                   const kernels::KiviPagedShape&, std::uint16_t* /*out*/) {
+    no_kivi();
+  }
+  virtual void kivi_decode_attention(const kernels::KiviDecodeArgs& /*a*/) { no_kivi(); }
+
   /// Prefill attention's products for a chunk of `queries` against `keys` (per head: QK^T then
   /// PV), as the iteration model counts them.
   virtual void prefill_attention(std::int64_t queries, std::int64_t keys, int head_dim, int heads) = 0;
@@ -88,6 +101,7 @@ class ServingKernels {
 
  private:
   [[noreturn]] static void no_eviction() { throw std::logic_error("this device does not run score-based eviction"); }
+  [[noreturn]] static void no_kivi() { throw std::logic_error("this device does not run KIVI's kernels"); }
 };
 
 }  // namespace memtwin::hw

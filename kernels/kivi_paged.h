@@ -99,8 +99,9 @@ struct KiviDecodeArgs {
 };
 
 /// One query per sequence against its quantised groups and residual. A key group's scores come
-/// from its codes directly: q.k_t = sum_c (q_c s_c) code_ct + sum_c q_c z_c. Parallel over
-/// (sequence, KV head) with OpenMP where available.
+/// from its codes directly: q.k_t = sum_c (q_c s_c) code_ct + sum_c q_c z_c. Each sequence's
+/// memory is read in its order, every KV head at once; parallel over sequences with OpenMP where
+/// available.
 void kivi_decode_attention(const KiviDecodeArgs& a);
 
 /// Everything a sequence of `tokens` tokens holds, dequantised: keys and values [tokens, kv_heads,

@@ -93,8 +93,10 @@ struct Efficiency {
   [[nodiscard]] double wave_utilization(std::int64_t m, std::int64_t n, int sms) const;
 };
 
-/// The KV formats a decode-attention or cache-write kernel reads (`cluster.kernels.*.FORMAT`).
-inline constexpr const char* kKvKernelFormats[] = {"fp16", "fp8", "int8", "int4", "int2"};
+/// The KV formats a decode-attention or cache-write kernel reads (`cluster.kernels.*.FORMAT`):
+/// kivi2 and kivi4 are KIVI's kernels over quantised groups (its append for kv_write), kivi_fp16
+/// the same decode kernel over its fp16 residual.
+inline constexpr const char* kKvKernelFormats[] = {"fp16", "fp8", "int8", "int4", "int2", "kivi2", "kivi4", "kivi_fp16"};
 
 struct Cluster {
   int nodes = 1;

@@ -143,10 +143,14 @@ void declare_cluster(Table& t) {
         "achieved fraction of peak memory bandwidth when a GEMM is memory-bound (decode: weights read by a few rows)")
       .above(0).at_most(1).derived("efficiency.memory");
   for (const char* format : kKvKernelFormats) {
+    const std::string cache = std::string(format) == "kivi_fp16" ? "KIVI cache's fp16 residual"
+                              : std::string(format).rfind("kivi", 0) == 0 ? std::string(format) + " cache's quantised groups"
+                                                                          : std::string(format) + " KV cache";
     t.add(std::string("cluster.kernels.decode_attention.") + format, K::number, none,
-          std::string("measured decode-attention kernel throughput over a ") + format +
-              " KV cache: cached K and V elements per second per GPU (memtwin calibrate)")
+          "measured decode-attention kernel throughput over a " + cache +
+              ": cached K and V elements per second per GPU (memtwin calibrate)")
         .above(0).derived("the roofline of cached bytes and dequantisation");
+    if (std::string(format) == "kivi_fp16") continue;  // KIVI's append is one kernel, kivi2 or kivi4
     t.add(std::string("cluster.kernels.kv_write.") + format, K::number, none,
           std::string("measured paged-cache write (quantise and scatter) throughput into a ") + format +
               " KV cache: K and V elements per second per GPU (memtwin calibrate)")

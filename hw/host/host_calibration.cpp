@@ -7,11 +7,13 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <random>
 #include <fstream>
 
 #include <cblas.h>
 
 #include "hw/host/host_kernels.h"
+#include "kernels/kivi_paged.h"
 #include "kernels/kv_kernels.h"
 #include "hw/host/mpi_collectives.h"
 #include "hw/host/nvme_file.h"
@@ -76,6 +78,115 @@ std::string cpu_model() {
     }
   }
   return "unknown CPU";
+}
+
+
+// KIVI's decode attention (kernels/kivi_paged.h) over batches of the same sizes as the other
+// formats', and one more that is well past a 32 MiB L3 (the engine reads KV after a pass of
+// weights has evicted it): "kivi2"/"kivi4" with every token in quantised groups
+// (residual 0), "kivi_fp16" with every token in the fp16 residual; the model weighs the two by
+// each iteration's residual tokens. A batch's sequences hold the same bytes (copied from the first).
+void measure_kivi_decode(DeviceCalibration& c, const std::string& name, kernels::KiviPagedShape shape, double min_seconds,
+                         std::initializer_list<std::pair<int, int>> batches) {
+  for (auto [seqs, context] : batches) {
+    const int per_seq = static_cast<int>((shape.sequence_bytes(context) + shape.slice_bytes() - 1) / shape.slice_bytes());
+    shape.num_blocks = seqs * per_seq;
+    std::vector<std::uint8_t> cache(shape.bytes(), 0);
+    std::vector<std::int32_t> tables(static_cast<std::size_t>(shape.num_blocks)), lens(static_cast<std::size_t>(seqs), context);
+    for (int b = 0; b < shape.num_blocks; ++b) tables[static_cast<std::size_t>(b)] = b;
+    const std::size_t row = static_cast<std::size_t>(shape.kv_heads) * shape.head_dim;
+    std::vector<float> kv(static_cast<std::size_t>(context) * row);
+    for (std::size_t i = 0; i < kv.size(); ++i) kv[i] = 0.01f * static_cast<float>(i % 97);
+    const std::int32_t first = 0, none = 0;
+    kernels::KiviAppendArgs fill;
+    fill.keys = fill.values = kv.data();
+    fill.num_seqs = 1;
+    fill.first_row = &first;
+    fill.new_tokens = &lens[0];
+    fill.cached = &none;
+    fill.block_tables = tables.data();
+    fill.max_blocks_per_seq = per_seq;
+    fill.shape = shape;
+    fill.cache = cache.data();
+    kernels::kivi_append(fill);
+    const std::size_t sequence = static_cast<std::size_t>(per_seq) * shape.slice_bytes();
+    for (int q = 1; q < seqs; ++q) std::copy_n(cache.begin(), sequence, cache.begin() + static_cast<long>(q * sequence));
+    // Blocks scattered through the pool, as a running engine's are (every slice holds groups, or
+    // every one residual tokens, so any block reads as valid data at any position).
+    std::shuffle(tables.begin(), tables.end(), std::mt19937(17));
+    std::vector<float> query(static_cast<std::size_t>(seqs) * row, 0.01f), out(query.size());
+    kernels::KiviDecodeArgs d;
+    d.query = query.data();
+    d.cache = cache.data();
+    d.block_tables = tables.data();
+    d.context_lens = lens.data();
+    d.out = out.data();
+    d.num_seqs = seqs;
+    d.q_heads = shape.kv_heads;
+    d.max_blocks_per_seq = per_seq;
+    d.scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
+    d.shape = shape;
+    const double s = seconds_per_call([&] { kernels::kivi_decode_attention(d); }, min_seconds / 2);
+    if (!std::isfinite(out[0])) ++c.wrong_results;
+    const double elements = 2.0 * seqs * context * static_cast<double>(row);
+    c.decode_attention.push_back({name, static_cast<double>(seqs) * static_cast<double>(shape.sequence_bytes(context)), s, elements / s});
+  }
+}
+
+// KIVI's append, as decoding runs it: one token per sequence for G steps from the residual's
+// fullest (R + G - 1 tokens), so that each sequence quantises one group.
+void measure_kivi_append(DeviceCalibration& c, const std::string& name, kernels::KiviPagedShape shape, double min_seconds) {
+  constexpr int seqs = 16;
+  const int context = shape.residual + shape.group;
+  const int per_seq = static_cast<int>((shape.sequence_bytes(context - 1) + shape.slice_bytes() - 1) / shape.slice_bytes());
+  shape.num_blocks = seqs * per_seq;
+  std::vector<std::uint8_t> cache(shape.bytes(), 0);
+  std::vector<std::int32_t> tables(static_cast<std::size_t>(shape.num_blocks));
+  for (int b = 0; b < shape.num_blocks; ++b) tables[static_cast<std::size_t>(b)] = b;
+  const std::size_t row = static_cast<std::size_t>(shape.kv_heads) * shape.head_dim;
+  std::vector<float> kv(static_cast<std::size_t>(seqs) * row);
+  for (std::size_t i = 0; i < kv.size(); ++i) kv[i] = 0.01f * static_cast<float>(i % 97);
+  std::vector<std::int32_t> first(seqs), one(seqs, 1), held(seqs);
+  for (int q = 0; q < seqs; ++q) first[static_cast<std::size_t>(q)] = q;
+  kernels::KiviAppendArgs step;
+  step.keys = step.values = kv.data();
+  step.num_seqs = seqs;
+  step.first_row = first.data();
+  step.new_tokens = one.data();
+  step.cached = held.data();
+  step.block_tables = tables.data();
+  step.max_blocks_per_seq = per_seq;
+  step.shape = shape;
+  step.cache = cache.data();
+  const double w = seconds_per_call(
+      [&] {
+        for (int j = 0; j < shape.group; ++j) {
+          std::fill(held.begin(), held.end(), context - shape.group + j);
+          kernels::kivi_append(step);
+        }
+      },
+      min_seconds / 2);
+  const double written = 2.0 * seqs * shape.group * static_cast<double>(row);
+  c.kv_write.push_back({name, written, w, written / w});
+}
+
+void calibrate_kivi(DeviceCalibration& c, double min_seconds) {
+  for (int head_dim : {128, 64}) {
+    const std::string suffix = head_dim == 128 ? "" : "_hd64";
+    kernels::KiviPagedShape shape;
+    shape.block_size = 32;
+    shape.kv_heads = 8;
+    shape.head_dim = head_dim;
+    for (int bits : {2, 4}) {
+      shape.bits = bits;
+      shape.residual = 0;
+      measure_kivi_decode(c, "kivi" + std::to_string(bits) + suffix, shape, min_seconds, {{4, 64}, {8, 256}, {16, 1024}, {64, 2048}});
+      shape.residual = 128;
+      if (head_dim == 128) measure_kivi_append(c, "kivi" + std::to_string(bits), shape, min_seconds);
+    }
+    shape.residual = 1024;
+    measure_kivi_decode(c, "kivi_fp16" + suffix, shape, min_seconds, {{4, 64}, {8, 256}, {16, 1024}, {32, 1024}});
+  }
 }
 
 }  // namespace
@@ -229,6 +340,8 @@ DeviceCalibration calibrate_host(double min_seconds) {
     }
    }
   }
+
+  calibrate_kivi(c, min_seconds);
 
   // Memory: 256 MiB through the streaming buffers, well past the caches' reuse.
   const double moved = 256.0 * (1 << 20);

@@ -40,6 +40,13 @@ class HostServingKernels final : public ServingKernels {
                              int leaving) override {
     kernels::promote_leaving_token(k_cache, v_cache, shape, scores, block_table, heavy, leaving);
   }
+  [[nodiscard]] bool supports_kivi() const override { return true; }
+  void kivi_append(const kernels::KiviAppendArgs& a) override { kernels::kivi_append(a); }
+  void kivi_stage_residual(const std::uint8_t* cache, const std::int32_t* block_table, std::int64_t tokens,
+                           const kernels::KiviPagedShape& shape, std::uint16_t* out) override {
+    kernels::kivi_stage_residual(cache, block_table, tokens, shape, out);
+  }
+  void kivi_decode_attention(const kernels::KiviDecodeArgs& a) override { kernels::kivi_decode_attention(a); }
   void prefill_attention(std::int64_t queries, std::int64_t keys, int head_dim, int heads) override;
   void argmax_rows(const float* x, int rows, int cols, std::vector<int>& out) override;
   void swap(std::int64_t bytes) override;

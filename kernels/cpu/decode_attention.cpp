@@ -96,10 +96,10 @@ void write_probabilities(const DecodeAttentionArgs& a, int seq, int first_head, 
 namespace {
 
 // One (sequence, KV head): two passes over the cache, K then V, each vector dequantised once and
-// used by every query head of the GQA group. Built twice on x86-64 (AVX2+FMA and baseline), the
+// used by every query head of the GQA group. Built twice on x86-64 (x86-64-v3: AVX2, FMA, F16C; and baseline), the
 // loader picking the one the CPU runs.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-__attribute__((target_clones("arch=haswell", "default")))
+__attribute__((target_clones("arch=x86-64-v3", "default")))
 #endif
 void attend_pair(const DecodeAttentionArgs& a, int seq, int kvh, const float* halves) {
   const KvFormat& f = a.shape.format;

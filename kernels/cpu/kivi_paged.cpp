@@ -74,73 +74,62 @@ void check_tokens(std::int64_t tokens, int max_blocks, const KiviPagedShape& s, 
   }
 }
 
-// One sequence's append: see kivi_append.
-void append_sequence(const KiviAppendArgs& a, int seq) {
+// One sequence's append: see kivi_append. Tokens that stay in the residual keep their halves
+// (moved, not converted); only the tokens quantised into groups are read back as floats.
+void append_sequence(const KiviAppendArgs& a, int seq, const float* halves) {
   const KiviPagedShape& s = a.shape;
   const int hd = s.head_dim, heads = s.kv_heads;
   const std::int64_t before = a.cached[seq], added = a.new_tokens[seq];
   const std::int64_t q0 = s.quantized_tokens(before), q1 = s.quantized_tokens(before + added);
+  const std::int64_t r0 = before - q0, leaving = q1 - q0;  // old residual; tokens becoming groups
   const SequenceRange range{s, a.block_tables + static_cast<std::size_t>(seq) * a.max_blocks_per_seq, a.cache};
-  const std::size_t row = static_cast<std::size_t>(heads) * hd;
+  const std::size_t row = static_cast<std::size_t>(heads) * hd, token_bytes = s.residual_token_bytes();
   const float* new_k = a.keys + static_cast<std::size_t>(a.first_row[seq]) * row;
   const float* new_v = a.values + static_cast<std::size_t>(a.first_row[seq]) * row;
-  auto write_residual = [&](std::uint8_t* dst, const float* k, const float* v) {  // one token, all heads
-    auto* h = reinterpret_cast<std::uint16_t*>(dst);
-    for (int head = 0; head < heads; ++head, h += 2 * hd) {
-      for (int i = 0; i < hd; ++i) h[i] = float_to_half(k[static_cast<std::size_t>(head) * hd + i]);
-      for (int i = 0; i < hd; ++i) h[hd + i] = float_to_half(v[static_cast<std::size_t>(head) * hd + i]);
+  KvFormat fp16;
+  fp16.head_dim = hd;
+  // Token t of the combined [old residual, new tokens]: an old one's halves, or a new one rounded.
+  auto old_token = [&](std::int64_t t) -> const std::uint8_t* {
+    return a.staged && a.staged[seq] ? reinterpret_cast<const std::uint8_t*>(a.staged[seq]) + static_cast<std::size_t>(t) * token_bytes
+                                     : range.residual(q0, t);
+  };
+  auto write_new = [&](std::int64_t t, std::uint8_t* dst) {  // new token t (0-based), all heads, as halves
+    for (int head = 0; head < heads; ++head, dst += 4 * static_cast<std::size_t>(hd)) {
+      quantize_vector(new_k + static_cast<std::size_t>(t) * row + static_cast<std::size_t>(head) * hd, fp16, dst);
+      quantize_vector(new_v + static_cast<std::size_t>(t) * row + static_cast<std::size_t>(head) * hd, fp16, dst + 2 * hd);
     }
   };
-  const std::int64_t r0 = before - q0;
-  if (q1 == q0) {  // nothing leaves the residual: the new tokens follow it
-    for (std::int64_t t = 0; t < added; ++t) {
-      std::uint8_t* dst = range.residual(q0, r0 + t);
-      write_residual(dst, new_k + t * row, new_v + t * row);
+  if (leaving > 0) {
+    // The leaving tokens as floats, [token][head][K | V][head_dim], before the groups overwrite
+    // the start of the old residual.
+    std::vector<float> tokens(static_cast<std::size_t>(leaving) * 2 * row);
+    std::vector<std::uint8_t> rounded(token_bytes);
+    for (std::int64_t t = 0; t < leaving; ++t) {
+      const std::uint8_t* bytes = t < r0 ? old_token(t) : (write_new(t - r0, rounded.data()), rounded.data());
+      const auto* h = reinterpret_cast<const std::uint16_t*>(bytes);
+      for (std::size_t i = 0; i < 2 * row; ++i) tokens[static_cast<std::size_t>(t) * 2 * row + i] = halves[h[i]];
     }
-    return;
-  }
-  // Old residual and new tokens as the residual holds them (fp16-rounded), [token][head][K|V][hd].
-  const std::int64_t total = r0 + added;
-  std::vector<float> tokens(static_cast<std::size_t>(total) * 2 * row);
-  const float* halves = half_to_float_table();
-  for (std::int64_t t = 0; t < r0; ++t) {
-    const std::uint16_t* h = a.staged && a.staged[seq]
-                                 ? a.staged[seq] + static_cast<std::size_t>(t) * 2 * row
-                                 : reinterpret_cast<const std::uint16_t*>(range.residual(q0, t));
-    for (std::size_t i = 0; i < 2 * row; ++i) tokens[static_cast<std::size_t>(t) * 2 * row + i] = halves[h[i]];
-  }
-  for (std::int64_t t = 0; t < added; ++t) {
-    float* dst = &tokens[static_cast<std::size_t>(r0 + t) * 2 * row];
-    for (int head = 0; head < heads; ++head) {
-      for (int i = 0; i < hd; ++i) {
-        dst[static_cast<std::size_t>(head) * 2 * hd + i] = halves[float_to_half(new_k[t * row + head * hd + i])];
-        dst[static_cast<std::size_t>(head) * 2 * hd + hd + i] = halves[float_to_half(new_v[t * row + head * hd + i])];
+    const KvFormat vf = s.value_format();
+    std::vector<float> keys(static_cast<std::size_t>(s.group) * hd);
+    for (std::int64_t g = 0; g < leaving / s.group; ++g) {
+      std::uint8_t* base = range.group(q0 / s.group + g);
+      for (int head = 0; head < heads; ++head, base += s.head_group_bytes()) {
+        for (int t = 0; t < s.group; ++t) {
+          const float* k = &tokens[(static_cast<std::size_t>(g * s.group + t) * heads + head) * 2 * hd];
+          std::copy(k, k + hd, &keys[static_cast<std::size_t>(t) * hd]);
+        }
+        quantize_keys_per_channel(keys.data(), s.group, hd, s.bits, base);
+        for (int t = 0; t < s.group; ++t) {
+          const float* v = &tokens[(static_cast<std::size_t>(g * s.group + t) * heads + head) * 2 * hd + hd];
+          quantize_vector(v, vf, base + s.key_group_bytes() + static_cast<std::size_t>(t) * vf.vector_bytes());
+        }
       }
     }
   }
-  // The oldest (q1 - q0) of them become groups, the rest the new residual.
-  const KvFormat vf = s.value_format();
-  std::vector<float> keys(static_cast<std::size_t>(s.group) * hd);
-  for (std::int64_t g = q0 / s.group; g < q1 / s.group; ++g) {
-    std::uint8_t* base = range.group(g);
-    const std::int64_t first = g * s.group - q0;
-    for (int head = 0; head < heads; ++head, base += s.head_group_bytes()) {
-      for (int t = 0; t < s.group; ++t) {
-        const float* k = &tokens[(static_cast<std::size_t>(first + t) * heads + head) * 2 * hd];
-        std::copy(k, k + hd, &keys[static_cast<std::size_t>(t) * hd]);
-      }
-      quantize_keys_per_channel(keys.data(), s.group, hd, s.bits, base);
-      for (int t = 0; t < s.group; ++t) {
-        const float* v = &tokens[(static_cast<std::size_t>(first + t) * heads + head) * 2 * hd + hd];
-        quantize_vector(v, vf, base + s.key_group_bytes() + static_cast<std::size_t>(t) * vf.vector_bytes());
-      }
-    }
-  }
-  for (std::int64_t t = q1 - q0; t < total; ++t) {
-    auto* h = reinterpret_cast<std::uint16_t*>(range.residual(q1, t - (q1 - q0)));
-    const float* src = &tokens[static_cast<std::size_t>(t) * 2 * row];
-    for (std::size_t i = 0; i < 2 * row; ++i) h[i] = float_to_half(src[i]);
-  }
+  // The old tokens that stay move down behind the groups (their destinations lie below their
+  // sources, so ascending order never overwrites one not yet moved), then the new ones follow.
+  for (std::int64_t t = leaving; t < r0; ++t) std::memmove(range.residual(q1, t - leaving), old_token(t), token_bytes);
+  for (std::int64_t t = std::max(leaving, r0); t < r0 + added; ++t) write_new(t - r0, range.residual(q1, t - leaving));
 }
 
 }  // namespace
@@ -154,8 +143,15 @@ void kivi_append(const KiviAppendArgs& a) {
     if (a.new_tokens[seq] < 0 || a.first_row[seq] < 0) throw std::invalid_argument("kivi_append: negative rows");
     check_tokens(static_cast<std::int64_t>(a.cached[seq]) + a.new_tokens[seq], a.max_blocks_per_seq, a.shape, "kivi_append");
   }
-#pragma omp parallel for schedule(dynamic) if (a.num_seqs > 1)
-  for (int seq = 0; seq < a.num_seqs; ++seq) append_sequence(a, seq);
+  // Threads pay off for prefill chunks and group quantisation, not for a decode step's token.
+  long work = 0;
+  for (int seq = 0; seq < a.num_seqs; ++seq) {
+    const std::int64_t before = a.cached[seq], after = before + a.new_tokens[seq];
+    work += a.new_tokens[seq] + (a.shape.quantized_tokens(after) - a.shape.quantized_tokens(before)) * 8;
+  }
+  const float* halves = half_to_float_table();
+#pragma omp parallel for schedule(dynamic) if (a.num_seqs > 1 && work * a.shape.kv_heads >= (1L << 12))
+  for (int seq = 0; seq < a.num_seqs; ++seq) append_sequence(a, seq, halves);
 }
 
 void kivi_stage_residual(const std::uint8_t* cache, const std::int32_t* block_table, std::int64_t tokens,
@@ -194,95 +190,109 @@ inline void unpack_codes(const std::uint8_t* in, int count, int bits, float* out
   }
 }
 
-// One (sequence, KV head): scores from the groups' codes and the residual's halves, the softmax,
-// then the values. Built for AVX2+FMA and the baseline on x86-64, the loader picking one.
+// One sequence, every KV head at once: scores from the groups' codes and the residual's halves,
+// the softmax, then the values. The memory is read in its order (a group's heads, a residual
+// token's heads one after another): a (sequence, head) at a time would stride 4 x head_dim x
+// kv_heads bytes between tokens, a power of two that piles every token onto a few cache sets
+// (half the rate here). Built for x86-64-v3 (AVX2, FMA, F16C: "arch=haswell" would pick the
+// baseline on any other CPU) and the baseline, the loader picking one.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-__attribute__((target_clones("arch=haswell", "default")))
+__attribute__((target_clones("arch=x86-64-v3", "default")))
 #endif
-void attend_kivi(const KiviDecodeArgs& a, int seq, int kvh, const float* halves) {
+void attend_kivi(const KiviDecodeArgs& a, int seq, const float* halves) {
   const KiviPagedShape& s = a.shape;
   const int hd = s.head_dim, G = s.group, gqa = a.q_heads / s.kv_heads;
   const std::int64_t n = a.context_lens[seq], q = s.quantized_tokens(n);
   const int code_bytes = (G * s.bits + 7) / 8;
   const SequenceRange range{s, a.block_tables + static_cast<std::size_t>(seq) * a.max_blocks_per_seq,
                             const_cast<std::uint8_t*>(a.cache)};
-  const float* query = a.query + (static_cast<std::size_t>(seq) * a.q_heads + static_cast<std::size_t>(kvh) * gqa) * hd;
-  std::vector<float> scores(static_cast<std::size_t>(gqa) * n), acc(static_cast<std::size_t>(gqa) * hd, 0.f);
+  const float* queries = a.query + static_cast<std::size_t>(seq) * a.q_heads * hd;  // [q_heads][hd]
+  std::vector<float> scores(static_cast<std::size_t>(a.q_heads) * n), acc(static_cast<std::size_t>(a.q_heads) * hd, 0.f);
   alignas(64) float codes[256], dot[8][256];
+  auto score = [&](int row, std::int64_t t) -> float& { return scores[static_cast<std::size_t>(row) * n + t]; };
   for (std::int64_t g = 0; g < q / G; ++g) {
-    const std::uint8_t* keys = range.group(g) + static_cast<std::size_t>(kvh) * s.head_group_bytes();
-    float constant[8] = {};
-    for (int h = 0; h < gqa; ++h) std::fill(dot[h], dot[h] + G, 0.f);
-    for (int c = 0; c < hd; ++c) {
-      const std::uint8_t* channel = keys + static_cast<std::size_t>(c) * (code_bytes + 4);
-      std::uint16_t params[2];
-      std::memcpy(params, channel + code_bytes, 4);
-      const float scale = halves[params[0]], zero = halves[params[1]];
-      unpack_codes(channel, G, s.bits, codes);
-      for (int h = 0; h < gqa; ++h) {
-        const float w = query[h * hd + c] * scale;
-        constant[h] += query[h * hd + c] * zero;
-        float* d = dot[h];
-#pragma omp simd
-        for (int t = 0; t < G; ++t) d[t] += w * codes[t];
-      }
-    }
-    for (int h = 0; h < gqa; ++h)
-      for (int t = 0; t < G; ++t) scores[static_cast<std::size_t>(h) * n + g * G + t] = (dot[h][t] + constant[h]) * a.scale;
-  }
-  const std::size_t head_offset = static_cast<std::size_t>(kvh) * 4 * hd;  // bytes into a residual token
-  for (std::int64_t j = 0; j < n - q; ++j) {
-    const auto* k = reinterpret_cast<const std::uint16_t*>(range.residual(q, j) + head_offset);
-    for (int i = 0; i < hd; ++i) codes[i] = halves[k[i]];
-    for (int h = 0; h < gqa; ++h) {
-      float sum = 0;
-#pragma omp simd reduction(+ : sum)
-      for (int i = 0; i < hd; ++i) sum += query[h * hd + i] * codes[i];
-      scores[static_cast<std::size_t>(h) * n + q + j] = sum * a.scale;
-    }
-  }
-  float denominators[8];
-  for (int h = 0; h < gqa; ++h) {
-    float* sh = &scores[static_cast<std::size_t>(h) * n];
-    const float m = *std::max_element(sh, sh + n);
-    float sum = 0;
-    for (std::int64_t t = 0; t < n; ++t) sum += (sh[t] = std::exp(sh[t] - m));
-    denominators[h] = sum;
-  }
-  const KvFormat vf = s.value_format();
-  for (std::int64_t g = 0; g < q / G; ++g) {
-    const std::uint8_t* values = range.group(g) + static_cast<std::size_t>(kvh) * s.head_group_bytes() + s.key_group_bytes();
-    for (int t = 0; t < G; ++t) {
-      const std::uint8_t* v = values + static_cast<std::size_t>(t) * vf.vector_bytes();
-      for (int cg = 0; cg < vf.groups(); ++cg) {  // value groups along channels
-        const std::uint8_t* base = v + static_cast<std::size_t>(cg) * vf.group_bytes();
+    const std::uint8_t* group = range.group(g);
+    for (int kvh = 0; kvh < s.kv_heads; ++kvh) {
+      const std::uint8_t* keys = group + static_cast<std::size_t>(kvh) * s.head_group_bytes();
+      const float* query = queries + static_cast<std::size_t>(kvh) * gqa * hd;
+      float constant[8] = {};
+      for (int h = 0; h < gqa; ++h) std::fill(dot[h], dot[h] + G, 0.f);
+      for (int c = 0; c < hd; ++c) {
+        const std::uint8_t* channel = keys + static_cast<std::size_t>(c) * (code_bytes + 4);
         std::uint16_t params[2];
-        std::memcpy(params, base + code_bytes, 4);
+        std::memcpy(params, channel + code_bytes, 4);
         const float scale = halves[params[0]], zero = halves[params[1]];
-        unpack_codes(base, G, s.bits, codes + cg * G);
-        for (int i = 0; i < G; ++i) codes[cg * G + i] = codes[cg * G + i] * scale + zero;
-      }
-      for (int h = 0; h < gqa; ++h) {
-        const float p = scores[static_cast<std::size_t>(h) * n + g * G + t];
-        float* ah = &acc[static_cast<std::size_t>(h) * hd];
+        unpack_codes(channel, G, s.bits, codes);
+        for (int h = 0; h < gqa; ++h) {
+          const float w = query[h * hd + c] * scale;
+          constant[h] += query[h * hd + c] * zero;
+          float* d = dot[h];
 #pragma omp simd
-        for (int i = 0; i < hd; ++i) ah[i] += p * codes[i];
+          for (int t = 0; t < G; ++t) d[t] += w * codes[t];
+        }
       }
+      for (int h = 0; h < gqa; ++h)
+        for (int t = 0; t < G; ++t) score(kvh * gqa + h, g * G + t) = (dot[h][t] + constant[h]) * a.scale;
     }
   }
   for (std::int64_t j = 0; j < n - q; ++j) {
-    const auto* v = reinterpret_cast<const std::uint16_t*>(range.residual(q, j) + head_offset) + hd;
-    for (int i = 0; i < hd; ++i) codes[i] = halves[v[i]];
+    const auto* token = reinterpret_cast<const std::uint16_t*>(range.residual(q, j));
+    for (int kvh = 0; kvh < s.kv_heads; ++kvh) {
+      halves_to_floats(token + static_cast<std::size_t>(kvh) * 2 * hd, hd, codes);
+      for (int h = 0; h < gqa; ++h) {
+        const float* query = queries + static_cast<std::size_t>(kvh * gqa + h) * hd;
+        float sum = 0;
+#pragma omp simd reduction(+ : sum)
+        for (int i = 0; i < hd; ++i) sum += query[i] * codes[i];
+        score(kvh * gqa + h, q + j) = sum * a.scale;
+      }
+    }
+  }
+  std::vector<float> denominators(static_cast<std::size_t>(a.q_heads));
+  for (int row = 0; row < a.q_heads; ++row) {
+    float* sr = &score(row, 0);
+    const float m = *std::max_element(sr, sr + n);
+    float sum = 0;
+    for (std::int64_t t = 0; t < n; ++t) sum += (sr[t] = std::exp(sr[t] - m));
+    denominators[static_cast<std::size_t>(row)] = sum;
+  }
+  auto accumulate = [&](int kvh, std::int64_t t) {  // the value in `codes` into the GQA group's rows
     for (int h = 0; h < gqa; ++h) {
-      const float p = scores[static_cast<std::size_t>(h) * n + q + j];
-      float* ah = &acc[static_cast<std::size_t>(h) * hd];
+      const float p = score(kvh * gqa + h, t);
+      float* ah = &acc[static_cast<std::size_t>(kvh * gqa + h) * hd];
 #pragma omp simd
       for (int i = 0; i < hd; ++i) ah[i] += p * codes[i];
     }
+  };
+  const KvFormat vf = s.value_format();
+  for (std::int64_t g = 0; g < q / G; ++g) {
+    const std::uint8_t* group = range.group(g);
+    for (int kvh = 0; kvh < s.kv_heads; ++kvh) {
+      const std::uint8_t* values = group + static_cast<std::size_t>(kvh) * s.head_group_bytes() + s.key_group_bytes();
+      for (int t = 0; t < G; ++t) {
+        const std::uint8_t* v = values + static_cast<std::size_t>(t) * vf.vector_bytes();
+        for (int cg = 0; cg < vf.groups(); ++cg) {  // value groups along channels
+          const std::uint8_t* base = v + static_cast<std::size_t>(cg) * vf.group_bytes();
+          std::uint16_t params[2];
+          std::memcpy(params, base + code_bytes, 4);
+          const float scale = halves[params[0]], zero = halves[params[1]];
+          unpack_codes(base, G, s.bits, codes + cg * G);
+          for (int i = 0; i < G; ++i) codes[cg * G + i] = codes[cg * G + i] * scale + zero;
+        }
+        accumulate(kvh, g * G + t);
+      }
+    }
   }
-  float* out = a.out + (static_cast<std::size_t>(seq) * a.q_heads + static_cast<std::size_t>(kvh) * gqa) * hd;
-  for (int h = 0; h < gqa; ++h)
-    for (int i = 0; i < hd; ++i) out[h * hd + i] = acc[static_cast<std::size_t>(h) * hd + i] / denominators[h];
+  for (std::int64_t j = 0; j < n - q; ++j) {
+    const auto* token = reinterpret_cast<const std::uint16_t*>(range.residual(q, j));
+    for (int kvh = 0; kvh < s.kv_heads; ++kvh) {
+      halves_to_floats(token + static_cast<std::size_t>(kvh) * 2 * hd + hd, hd, codes);
+      accumulate(kvh, q + j);
+    }
+  }
+  float* out = a.out + static_cast<std::size_t>(seq) * a.q_heads * hd;
+  for (int row = 0; row < a.q_heads; ++row)
+    for (int i = 0; i < hd; ++i) out[row * hd + i] = acc[static_cast<std::size_t>(row) * hd + i] / denominators[static_cast<std::size_t>(row)];
 }
 
 }  // namespace
@@ -303,10 +313,9 @@ void kivi_decode_attention(const KiviDecodeArgs& a) {
     tokens += a.context_lens[seq];
   }
   const float* halves = half_to_float_table();
-  const int pairs = a.num_seqs * a.shape.kv_heads;
-  const bool parallel = tokens * a.shape.kv_heads >= (1L << 12);  // as decode_attention: threads pay off past ~100 us
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int pair = 0; pair < pairs; ++pair) attend_kivi(a, pair / a.shape.kv_heads, pair % a.shape.kv_heads, halves);
+  const bool parallel = a.num_seqs > 1 && tokens * a.shape.kv_heads >= (1L << 12);  // as decode_attention: past ~100 us
+#pragma omp parallel for schedule(dynamic) if (parallel)
+  for (int seq = 0; seq < a.num_seqs; ++seq) attend_kivi(a, seq, halves);
 }
 
 void kivi_read_sequence(const std::uint8_t* cache, const std::int32_t* block_table, std::int64_t tokens,

@@ -40,6 +40,9 @@ class KvCompressor {
   [[nodiscard]] virtual std::int64_t kept_tokens(std::int64_t prompt, std::int64_t generated) const {
     return prompt + generated;
   }
+  /// Of the kept tokens, those a quantising method holds in full precision (KIVI's residual): a
+  /// decode kernel reads them as fp16, not from quantised groups.
+  [[nodiscard]] virtual std::int64_t residual_tokens(std::int64_t /*prompt*/, std::int64_t /*generated*/) const { return 0; }
   /// Bytes per cached token in steady state: the unit of paged-block capacity.
   [[nodiscard]] virtual double bytes_per_stored_token() const = 0;
   /// Tokens one layer keeps (methods whose layers keep different numbers override it).

@@ -29,6 +29,9 @@ class GroupQuantKv final : public KvCompressor {
   double bytes_per_stored_token() const override;
   /// Tokens of an n-token sequence held quantised (the rest are full precision).
   std::int64_t quantized_tokens(std::int64_t n) const;
+  std::int64_t residual_tokens(std::int64_t prompt, std::int64_t generated) const override {
+    return per_channel_keys_ ? prompt + generated - quantized_tokens(prompt + generated) : 0;
+  }
 
  private:
   double group_bytes() const;

@@ -94,6 +94,7 @@ void apply_calibration(const std::string& path, const ParamValues& scenario, Clu
   for (const char* format : kKvKernelFormats) {
     for (auto [kernel, rates] : {std::pair{"decode_attention", &c.decode_attention_elements_per_s},
                                  {"kv_write", &c.kv_write_elements_per_s}}) {
+      if (std::string(kernel) == "kv_write" && std::string(format) == "kivi_fp16") continue;  // no such kernel
       const std::string key = std::string("kernels.") + kernel + "." + format;
       known[key] = {"cluster." + key, Apply([rates, format, positive](const YAML::Node& n, const SourceLocation& where,
                                                                       const std::string& k) {

@@ -1,6 +1,7 @@
 #include "models/serving/batch_scheduler.h"
 
 #include <algorithm>
+#include <stdexcept>
 #include <cmath>
 #include <optional>
 
@@ -74,8 +75,13 @@ void BatchScheduler::enqueue(std::size_t record, int prompt) {
 std::optional<ScheduledIteration> BatchScheduler::schedule() {
   const ServingSpec& sv = s_.inference->serving;
   ScheduledIteration it;
-  for (;;) {
+  // Each pass that schedules nothing preempts or swaps in a sequence; more passes than that are a
+  // livelock, a bug to report rather than a hang.
+  const std::size_t passes = 4 * (running_.size() + waiting_.size()) + 8;
+  for (std::size_t pass = 0;; ++pass) {
     if (waiting_.empty() && running_.empty()) return std::nullopt;
+    if (pass > passes) throw std::logic_error("batch scheduler: no iteration after " + std::to_string(pass) + " passes");
+    bool swapped_in = false;
     it.decoding.clear();
     it.prefilling.clear();
     it.chunks.clear();
@@ -89,7 +95,7 @@ std::optional<ScheduledIteration> BatchScheduler::schedule() {
         ++i;
         continue;
       }
-      const std::int64_t need = blocks_for(q, q.prefilled, q.generated + 1) - (q.blocks + q.shared);
+      const std::int64_t need = blocks_for(q, q.prefilled, q.generated) - (q.blocks + q.shared);
       while (need > free_blocks() && !running_.empty()) {
         const bool self = &running_.back() == &q;
         preempt_newest(it);
@@ -131,8 +137,10 @@ std::optional<ScheduledIteration> BatchScheduler::schedule() {
       Sequence& q = waiting_.front();
       const std::int64_t watermark = static_cast<std::int64_t>(std::ceil(0.01 * capacity_));
       if (q.swapped) {
-        // Swapped out while decoding: its blocks come back over PCIe, then it decodes again.
-        if (q.blocks > free_blocks() - watermark) break;
+        // Swapped out while decoding: its blocks come back over PCIe, then it decodes again, so
+        // there must be room for its next token too (a KIVI sequence may need more blocks, or fewer).
+        if (std::max(q.blocks, blocks_for(q, q.prefilled, q.generated)) > free_blocks() - watermark) break;
+        swapped_in = true;
         evict_cached_prefixes(q.blocks);
         it.swap_in_bytes += q.blocks * block_bytes_;
         swapped_in_bytes_ += q.blocks * block_bytes_;
@@ -168,6 +176,9 @@ std::optional<ScheduledIteration> BatchScheduler::schedule() {
       waiting_.pop_front();
     }
     if (!it.decoding.empty() || !it.prefilling.empty()) break;
+    // A sequence swapped in after the decodes were scheduled decodes in another pass (preempting
+    // it now would only swap it out again, for ever).
+    if (swapped_in) continue;
     // Nothing fits even alone: the newest running sequence gives way, or we wait.
     if (running_.empty()) return std::nullopt;
     preempt_newest(it);
@@ -178,6 +189,7 @@ std::optional<ScheduledIteration> BatchScheduler::schedule() {
     it.load.decode_sequences += 1;
     it.load.decode_context += static_cast<double>(kv_.kept_tokens(q->prompt, q->generated));
     it.load.kv_bytes_read += kv_.sequence_bytes(q->prompt, q->generated);
+    it.load.decode_residual_context += static_cast<double>(kv_.residual_tokens(q->prompt, q->generated));
   }
   return it;
 }

@@ -14,11 +14,25 @@ std::string decode_kernel_format(const KvCacheSpec& kv) {
     case KvCompression::int8: return "int8";
     case KvCompression::int4: return "int4";
     case KvCompression::int2: return "int2";
-    case KvCompression::kivi: return "";  // per-channel key groups and a residual: a kernel of its own
+    case KvCompression::kivi: return "kivi" + std::to_string(kv.compression.bits);  // key groups and an fp16 residual
     default:  // uncompressed vectors; the eviction methods keep fewer of them
       return kv.dtype == KvDtype::fp8 ? "fp8" : "fp16";
   }
 }
+
+namespace {
+
+// A table of rates by working set, interpolated in log(bytes) and held at its ends.
+double rate_at(const std::map<double, double>& t, double bytes) {
+  auto above = t.lower_bound(bytes);
+  if (above == t.begin()) return above->second;
+  if (above == t.end()) return std::prev(above)->second;
+  const auto below = std::prev(above);
+  const double f = std::log(bytes / below->first) / std::log(above->first / below->first);
+  return below->second + (above->second - below->second) * f;
+}
+
+}  // namespace
 
 IterationModel::IterationModel(const Scenario& s) : s_(s) {
   const Inference& inf = *s.inference;
@@ -81,10 +95,15 @@ IterationModel::IterationModel(const Scenario& s) : s_(s) {
   auto rate = rates.find(decode_kernel_format(inf.kv_cache));
   if (rate != rates.end()) decode_kernel_elements_per_s_ = rate->second;
   // The table measured at this model's head_dim where there is one (its per-token work differs).
-  const auto& tables = s.cluster.decode_attention_by_bytes;
-  auto table = tables.find(decode_kernel_format(inf.kv_cache) + "_hd" + std::to_string(s.model.head_dim));
-  if (table == tables.end()) table = tables.find(decode_kernel_format(inf.kv_cache));
-  if (table != tables.end()) decode_kernel_by_bytes_ = table->second;
+  auto table_for = [&](const std::string& format) {
+    const auto& tables = s.cluster.decode_attention_by_bytes;
+    auto table = tables.find(format + "_hd" + std::to_string(s.model.head_dim));
+    if (table == tables.end()) table = tables.find(format);
+    return table == tables.end() ? std::map<double, double>{} : table->second;
+  };
+  decode_kernel_by_bytes_ = table_for(decode_kernel_format(inf.kv_cache));
+  // KIVI's kernel reads its residual as fp16 vectors and its groups from codes, at rates of their own.
+  if (c.method == KvCompression::kivi) residual_kernel_by_bytes_ = table_for("kivi_fp16");
   auto write = s.cluster.kv_write_elements_per_s.find(decode_kernel_format(inf.kv_cache));
   if (write != s.cluster.kv_write_elements_per_s.end()) kv_write_elements_per_s_ = write->second;
 }
@@ -114,17 +133,9 @@ double IterationModel::compute_seconds(const IterationLoad& load) const {
     // KV have streamed through the caches, so the bytes that decide whether they are still cached
     // are the weights' and all the KV's, not one layer's.
     const double bytes = std::max(1.0, load.kv_bytes_read / tp_ + weight_bytes_);
-    const auto& t = decode_kernel_by_bytes_;
-    auto above = t.lower_bound(bytes);
-    double rate = 0;
-    if (above == t.begin()) rate = above->second;
-    else if (above == t.end()) rate = std::prev(above)->second;
-    else {
-      const auto below = std::prev(above);
-      const double f = std::log(bytes / below->first) / std::log(above->first / below->first);
-      rate = below->second + (above->second - below->second) * f;
-    }
-    decode_attention = kv_elements / rate;
+    const double residual = residual_kernel_by_bytes_.empty() ? 0.0 : load.decode_residual_context * kv_elements_per_token_ / tp_;
+    decode_attention = (kv_elements - residual) / rate_at(decode_kernel_by_bytes_, bytes) +
+                       (residual > 0 ? residual / rate_at(residual_kernel_by_bytes_, bytes) : 0.0);
   } else if (decode_kernel_elements_per_s_ > 0) {
     decode_attention = kv_elements / decode_kernel_elements_per_s_;  // measured kernel throughput
   } else {
@@ -185,6 +196,7 @@ double IterationModel::decode_alone(int context) const {
   load.decode_sequences = 1;
   load.decode_context = static_cast<double>(compressor_->kept_tokens(context, 0));
   load.kv_bytes_read = compressor_->sequence_bytes(context, 0);
+  load.decode_residual_context = static_cast<double>(compressor_->residual_tokens(context, 0));
   return seconds(load);
 }
 

@@ -30,6 +30,7 @@ struct IterationLoad {
   int prefills_completing = 0;     ///< prefill chunks that end their prompt (each samples its first token)
   double decode_context = 0;       ///< sum of their cached tokens (kept tokens for eviction methods)
   double kv_bytes_read = 0;        ///< compressed KV bytes the decode attention reads, whole replica
+  double decode_residual_context = 0;  ///< of decode_context, the tokens in a full-precision residual (KIVI)
   double completed_prompt_tokens = 0;      ///< the prompts whose prefill ends this iteration: their lengths
   double completed_prompt_kept_bytes = 0;  ///< and the compressed bytes they keep (what a selection writes)
 };
@@ -75,6 +76,7 @@ class IterationModel {
   double elementwise_bytes_per_token_ = 0;  // norms, residuals, rotary, activation: whole model
   double decode_kernel_elements_per_s_ = 0;  // measured decode attention, 0: roofline
   std::map<double, double> decode_kernel_by_bytes_;  // measured by working set (preferred)
+  std::map<double, double> residual_kernel_by_bytes_;  // KIVI: the same kernel over its fp16 residual
   double kv_write_elements_per_s_ = 0;       // measured paged-cache writes, 0: roofline
 };
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
 
@@ -31,6 +32,21 @@ KiviPagedShape kivi_shape(int bits, int head_dim, int residual, int num_blocks) 
 }
 
 }  // namespace
+
+TEST_CASE("the table-free half conversion gives every half's float bit for bit", "[unit]") {
+  std::vector<std::uint16_t> all(65536);
+  std::iota(all.begin(), all.end(), std::uint16_t{0});
+  std::vector<float> out(all.size());
+  halves_to_floats(all.data(), static_cast<int>(all.size()), out.data());
+  for (std::uint32_t h = 0; h < 65536; ++h) {
+    const float expected = half_to_float(static_cast<std::uint16_t>(h));
+    std::uint32_t a, b;
+    std::memcpy(&a, &out[h], 4);
+    std::memcpy(&b, &expected, 4);
+    INFO("half 0x" << std::hex << h);
+    REQUIRE(a == b);
+  }
+}
 
 TEST_CASE("a paged KIVI sequence uses exactly the bytes of memtwin's size model", "[unit]") {
   for (int bits : {2, 4}) {

@@ -1,7 +1,7 @@
 // memtwin validate and compare: predicted against measured on the host device. The
 // [host-validation] case calibrates this machine and validates training steps (ZeRO-3 over two
 // MPI ranks, with NVMe offload, MoE with expert parallelism) and serving runs (fp16, int4,
-// StreamingLLM, H2O and SnapKV KV); ctest runs it alone (RUN_SERIAL) so that
+// StreamingLLM, H2O, SnapKV and KIVI KV); ctest runs it alone (RUN_SERIAL) so that
 // nothing else competes for the cores it measures.
 #include <catch2/catch.hpp>
 
@@ -100,7 +100,7 @@ TEST_CASE("after calibrating the host, validate predicts memory within 10% and t
     CHECK(std::abs(error_of(train, "memory.gpu.peak_bytes")) <= 10);
     CHECK(std::abs(error_of(train, "time.step_s")) <= 25);
   }
-  for (const std::string kv : {"fp16", "int4", "streaming", "h2o", "snapkv"}) {
+  for (const std::string kv : {"fp16", "int4", "streaming", "h2o", "snapkv", "kivi"}) {
     INFO(kv);
     const auto serve = validate_within_limits("scenarios/host/serve-" + kv + "-kv.yaml", 1, "serve-" + kv + "-kv",
                                               {"latency_s.ttft.p50", "latency_s.tpot.p50", "throughput.output_tokens_per_s"});
@@ -199,9 +199,10 @@ TEST_CASE("the hw backend says what it cannot run instead of running something e
   const auto bf16 = run_memtwin({"run", serve, "--backend", "hw", "--set", "inference.weights.dtype=bf16"});
   CHECK(bf16.exit_code == 2);
   CHECK_THAT(bf16.err, Catch::Contains("fp32"));
+  // KIVI's key groups (32 tokens) must not straddle blocks of 16.
   const auto kivi = run_memtwin({"run", serve, "--backend", "hw", "--set", "inference.kv_cache.compression={method: kivi}"});
   CHECK(kivi.exit_code == 2);
-  CHECK_THAT(kivi.err, Catch::Contains("kivi"));
+  CHECK_THAT(kivi.err, Catch::Contains("inference.serving.block_size") && Catch::Contains("block_size (16) must be a multiple of the group (32)"));
   const auto entropy = run_memtwin({"run", serve, "--backend", "hw", "--set", "inference.kv_cache.compression={method: entropy, budget: 64}"});
   CHECK(entropy.exit_code == 2);
   CHECK_THAT(entropy.err, Catch::Contains("entropy") && Catch::Contains("per head"));
@@ -268,6 +269,32 @@ TEST_CASE("the host engine runs H2O, SnapKV and PyramidKV: prompts selected per 
   h2o_sets.push_back("inference.kv_cache.compression={method: h2o}");
   const auto h2o = served_on_host(h2o_sets);
   CHECK(h2o["memory"]["gpu"]["kv_pool_bytes"].get<double>() == Approx(full["memory"]["gpu"]["kv_pool_bytes"].get<double>()).epsilon(0.01));
+}
+
+TEST_CASE("the host engine runs KIVI: quantised key groups and an fp16 residual in the same pool, through preemption", "[unit]") {
+  const std::vector<std::string> load = {"inference.workload.requests=8", "inference.workload.output_tokens={dist: fixed, value: 96}",
+                                         "inference.serving.block_size=32"};
+  const auto full = served_on_host(load);
+  auto sets = load;
+  sets.push_back("inference.kv_cache.compression={method: kivi, bits: 2, group_size: 32, residual: 32}");
+  const auto kivi = served_on_host(sets);
+  CHECK(kivi["requests"]["completed"] == 8);
+  // The same pool (less than a block apart: the blocks differ) ...
+  CHECK(kivi["memory"]["gpu"]["kv_pool_bytes"].get<double>() ==
+        Approx(full["memory"]["gpu"]["kv_pool_bytes"].get<double>()).epsilon(0.001));
+  // ... of which 2-bit groups (and a 32-token fp16 residual) fill far less than fp16 does.
+  CHECK(kivi["kv_cache"]["peak_utilization"].get<double>() < 0.5 * full["kv_cache"]["peak_utilization"].get<double>());
+  // A pool of 24 blocks: sequences are preempted and come back while their groups are quantised.
+  // Recomputed, or swapped out and back (the engine moves the blocks over the host link, though
+  // without their contents: a swapped sequence decodes on what its returning blocks hold).
+  sets.insert(sets.end(), {"inference.kv_cache.memory=1152KiB", "inference.serving.max_model_len=512"});
+  const auto recomputed = served_on_host(sets);
+  CHECK(recomputed["requests"]["completed"] == 8);
+  CHECK(recomputed["requests"]["preemptions"].get<int>() > 0);
+  sets.push_back("inference.serving.preemption=swap");
+  const auto swapped = served_on_host(sets);
+  CHECK(swapped["requests"]["completed"] == 8);
+  CHECK(swapped["requests"]["swapped"].get<int>() > 0);
 }
 
 TEST_CASE("the host engine shares cached prefixes through block tables, with a host tier below the GPU", "[unit]") {
