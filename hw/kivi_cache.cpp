@@ -36,7 +36,7 @@ kernels::KiviPagedShape kivi_paged_shape(const Scenario& s, std::int64_t capacit
 KiviCache::KiviCache(const Scenario& s, std::int64_t capacity_blocks, double block_bytes, ServingKernels& kernels,
                      CachingAllocator& allocator)
     : shape_(kivi_paged_shape(s, capacity_blocks)), layers_(s.model.layers), kernels_(kernels), allocator_(allocator) {
-  if (!kernels_.supports_kivi()) throw Unsupported("KIVI runs on --device host: this device has no KIVI kernels yet");
+  if (!kernels_.supports_kivi()) throw Unsupported("this device has no KIVI kernels");
   // The scheduler's block is every layer's slice of it, so the pool is the memory model's.
   if (static_cast<double>(shape_.slice_bytes()) * layers_ != block_bytes) {
     throw std::logic_error("KIVI's block (" + std::to_string(shape_.slice_bytes() * static_cast<std::size_t>(layers_)) +
@@ -122,35 +122,17 @@ void KiviCache::lay_out(const ScheduledIteration& it, const BlockPool& blocks) {
 
 void KiviCache::append(int layer, const float* k_new, const float* v_new) {
   if (cached_.empty()) return;
-  kernels::KiviAppendArgs a;
-  a.keys = k_new;
-  a.values = v_new;
-  a.num_seqs = static_cast<int>(cached_.size());
-  a.first_row = first_row_.data();
-  a.new_tokens = added_.data();
-  a.cached = cached_.data();
+  auto a = kernels::make_kivi_append_args(k_new, v_new, static_cast<int>(cached_.size()), first_row_.data(), added_.data(),
+                                          cached_.data(), tables_.data(), max_blocks_, shape_, layer_region(layer));
   a.staged = staged_[static_cast<std::size_t>(layer)].data();
-  a.block_tables = tables_.data();
-  a.max_blocks_per_seq = max_blocks_;
-  a.shape = shape_;
-  a.cache = layer_region(layer);
   kernels_.kivi_append(a);
 }
 
 void KiviCache::decode_attention(int layer, const float* query, int q_heads, float* out) {
   if (decodes_ == 0) return;
-  kernels::KiviDecodeArgs a;
-  a.query = query;
-  a.cache = layer_region(layer);
-  a.block_tables = tables_.data();  // the decodes' rows come first
-  a.context_lens = context_.data();
-  a.out = out;
-  a.num_seqs = decodes_;
-  a.q_heads = q_heads;
-  a.max_blocks_per_seq = max_blocks_;
-  a.scale = 1.0f / std::sqrt(static_cast<float>(shape_.head_dim));
-  a.shape = shape_;
-  kernels_.kivi_decode_attention(a);
+  // The decodes' rows of the tables come first.
+  kernels_.kivi_decode_attention(kernels::make_kivi_decode_args(query, layer_region(layer), tables_.data(), context_.data(), out,
+                                                                decodes_, q_heads, max_blocks_, shape_));
 }
 
 void KiviCache::end() {

@@ -19,6 +19,7 @@
 // Blocks shrink when a group is quantised (G fp16 tokens become one smaller group). The engine
 // therefore stages a sequence's residual before the scheduler's blocks are synced whenever this
 // iteration will quantise it (`KiviAppendArgs::staged`), and the append reads it from there.
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -75,6 +76,26 @@ struct KiviAppendArgs {
   std::uint8_t* cache = nullptr;  ///< one layer's region
 };
 
+/// The argument set for `num_seqs` sequences (no staging): how the engine, the calibration and the
+/// tests call kivi_append.
+inline KiviAppendArgs make_kivi_append_args(const float* keys, const float* values, int num_seqs, const std::int32_t* first_row,
+                                            const std::int32_t* new_tokens, const std::int32_t* cached,
+                                            const std::int32_t* block_tables, int max_blocks_per_seq, const KiviPagedShape& shape,
+                                            std::uint8_t* cache) {
+  KiviAppendArgs a;
+  a.keys = keys;
+  a.values = values;
+  a.num_seqs = num_seqs;
+  a.first_row = first_row;
+  a.new_tokens = new_tokens;
+  a.cached = cached;
+  a.block_tables = block_tables;
+  a.max_blocks_per_seq = max_blocks_per_seq;
+  a.shape = shape;
+  a.cache = cache;
+  return a;
+}
+
 /// Appends each sequence's new tokens: into its residual (rounded to fp16), and when the residual
 /// reaches R + G or more, its oldest whole groups quantised (keys per channel, values per token),
 /// exactly as KiviSequence::append does token by token. Parallel over sequences.
@@ -97,6 +118,24 @@ struct KiviDecodeArgs {
   float scale = 0;  ///< usually 1 / sqrt(head_dim)
   KiviPagedShape shape;
 };
+
+/// The argument set with the usual scale, 1/sqrt(head_dim).
+inline KiviDecodeArgs make_kivi_decode_args(const float* query, const std::uint8_t* cache, const std::int32_t* block_tables,
+                                            const std::int32_t* context_lens, float* out, int num_seqs, int q_heads,
+                                            int max_blocks_per_seq, const KiviPagedShape& shape) {
+  KiviDecodeArgs a;
+  a.query = query;
+  a.cache = cache;
+  a.block_tables = block_tables;
+  a.context_lens = context_lens;
+  a.out = out;
+  a.num_seqs = num_seqs;
+  a.q_heads = q_heads;
+  a.max_blocks_per_seq = max_blocks_per_seq;
+  a.scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
+  a.shape = shape;
+  return a;
+}
 
 /// One query per sequence against its quantised groups and residual. A key group's scores come
 /// from its codes directly: q.k_t = sum_c (q_c s_c) code_ct + sum_c q_c z_c. Each sequence's

@@ -18,11 +18,12 @@ if ! runnable "$bin/memtwin_gpu_tests" || ! runnable "$bin/memtwin_kernels_bench
   sources="$root/kernels/cpu/half.cpp $root/kernels/cpu/quantize.cpp $root/kernels/cpu/decode_attention.cpp"
   # The *_avx2.cpp files without -mavx2 compile to their "not available" stubs: the portable kernels run.
   sources="$sources $root/kernels/cpu/decode_attention_avx2.cpp $root/kernels/cpu/quantize_avx2.cpp"
-  sources="$sources $root/kernels/cpu/kivi.cpp $root/kernels/cpu/eviction.cpp"
+  sources="$sources $root/kernels/cpu/kivi.cpp $root/kernels/cpu/kivi_paged.cpp $root/kernels/cpu/eviction.cpp"
   sources="$sources $root/kernels/cuda/decode_attention.cu $root/kernels/cuda/write_paged.cu"
   sources="$sources $root/kernels/cuda/kivi_keys.cu $root/kernels/cuda/eviction.cu $root/kernels/cuda/paged_scores.cu"
+  sources="$sources $root/kernels/cuda/kivi_paged.cu"
   flags="-O3 -std=c++17 -I$root -gencode arch=compute_90,code=sm_90 --use_fast_math -Xcompiler -fopenmp"
-  nvcc $flags $sources "$root/tests/gpu/test_kernels_gpu.cpp" "$root/tests/gpu/test_compression_gpu.cpp" "$root/tests/gpu/test_scores_gpu.cpp" -o "$bin/memtwin_gpu_tests" > "$out/build.log" 2>&1
+  nvcc $flags $sources "$root/tests/gpu/test_kernels_gpu.cpp" "$root/tests/gpu/test_compression_gpu.cpp" "$root/tests/gpu/test_scores_gpu.cpp" "$root/tests/gpu/test_kivi_gpu.cpp" -o "$bin/memtwin_gpu_tests" > "$out/build.log" 2>&1
   nvcc $flags -DMEMTWIN_WITH_CUDA $sources "$root/tools/bench_kernels.cpp" -o "$bin/memtwin_kernels_bench" >> "$out/build.log" 2>&1
 fi
 timeout 120 "$bin/memtwin_gpu_tests" > "$out/gpu_tests.txt" 2>&1

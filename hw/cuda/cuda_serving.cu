@@ -193,6 +193,32 @@ class CudaServingKernels final : public ServingKernels {
     kernels::cuda::decode_attention(d, workspace, kSplitTokens);
   }
 
+  [[nodiscard]] bool supports_kivi() const override { return true; }
+  void kivi_append(const kernels::KiviAppendArgs& a) override {
+    kernels::KiviAppendArgs d = a;
+    const auto n = static_cast<std::size_t>(a.num_seqs);
+    d.first_row = kivi_rows_.upload(a.first_row, n, stream_);
+    d.new_tokens = kivi_added_.upload(a.new_tokens, n, stream_);
+    d.cached = context_.upload(a.cached, n, stream_);
+    d.block_tables = tables_.upload(a.block_tables, n * static_cast<std::size_t>(a.max_blocks_per_seq), stream_);
+    d.staged = a.staged ? kivi_staged_.upload(a.staged, n, stream_) : nullptr;
+    kernels::cuda::kivi_append(d);
+  }
+  void kivi_stage_residual(const std::uint8_t* cache, const std::int32_t* block_table, std::int64_t tokens,
+                           const kernels::KiviPagedShape& shape, std::uint16_t* out) override {
+    const std::size_t blocks = (shape.sequence_bytes(tokens) + shape.slice_bytes() - 1) / shape.slice_bytes();
+    kernels::cuda::kivi_stage_residual(cache, tables_.upload(block_table, blocks, stream_), tokens, shape, out);
+  }
+  void kivi_decode_attention(const kernels::KiviDecodeArgs& a) override {
+    kernels::KiviDecodeArgs d = a;
+    const auto n = static_cast<std::size_t>(a.num_seqs);
+    d.block_tables = tables_.upload(a.block_tables, n * static_cast<std::size_t>(a.max_blocks_per_seq), stream_);
+    d.context_lens = context_.upload(a.context_lens, n, stream_);
+    const int max_context = *std::max_element(a.context_lens, a.context_lens + a.num_seqs);
+    auto* workspace = static_cast<float*>(attention_workspace_.at_least(kernels::cuda::kivi_workspace_bytes(d, max_context)));
+    kernels::cuda::kivi_decode_attention(d, workspace, max_context);
+  }
+
   [[nodiscard]] bool supports_score_eviction() const override { return true; }
   void clear_scores(const kernels::PagedScores& scores, const std::int64_t* slot_mapping, int tokens) override {
     if (tokens <= 0) return;
@@ -297,6 +323,7 @@ class CudaServingKernels final : public ServingKernels {
   float* products_ = nullptr;
   void* pinned_ = nullptr;
   Scratch positions_, slots_, tables_, context_, score_tables_, attention_workspace_, argmax_, prompt_keys_, prompt_logits_;
+  Scratch kivi_rows_, kivi_added_, kivi_staged_;
 };
 
 }  // namespace

@@ -98,34 +98,16 @@ void measure_kivi_decode(DeviceCalibration& c, const std::string& name, kernels:
     std::vector<float> kv(static_cast<std::size_t>(context) * row);
     for (std::size_t i = 0; i < kv.size(); ++i) kv[i] = 0.01f * static_cast<float>(i % 97);
     const std::int32_t first = 0, none = 0;
-    kernels::KiviAppendArgs fill;
-    fill.keys = fill.values = kv.data();
-    fill.num_seqs = 1;
-    fill.first_row = &first;
-    fill.new_tokens = &lens[0];
-    fill.cached = &none;
-    fill.block_tables = tables.data();
-    fill.max_blocks_per_seq = per_seq;
-    fill.shape = shape;
-    fill.cache = cache.data();
-    kernels::kivi_append(fill);
+    kernels::kivi_append(kernels::make_kivi_append_args(kv.data(), kv.data(), 1, &first, &lens[0], &none, tables.data(), per_seq,
+                                                        shape, cache.data()));
     const std::size_t sequence = static_cast<std::size_t>(per_seq) * shape.slice_bytes();
     for (int q = 1; q < seqs; ++q) std::copy_n(cache.begin(), sequence, cache.begin() + static_cast<long>(q * sequence));
     // Blocks scattered through the pool, as a running engine's are (every slice holds groups, or
     // every one residual tokens, so any block reads as valid data at any position).
     std::shuffle(tables.begin(), tables.end(), std::mt19937(17));
     std::vector<float> query(static_cast<std::size_t>(seqs) * row, 0.01f), out(query.size());
-    kernels::KiviDecodeArgs d;
-    d.query = query.data();
-    d.cache = cache.data();
-    d.block_tables = tables.data();
-    d.context_lens = lens.data();
-    d.out = out.data();
-    d.num_seqs = seqs;
-    d.q_heads = shape.kv_heads;
-    d.max_blocks_per_seq = per_seq;
-    d.scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
-    d.shape = shape;
+    const auto d = kernels::make_kivi_decode_args(query.data(), cache.data(), tables.data(), lens.data(), out.data(), seqs,
+                                                  shape.kv_heads, per_seq, shape);
     const double s = seconds_per_call([&] { kernels::kivi_decode_attention(d); }, min_seconds / 2);
     if (!std::isfinite(out[0])) ++c.wrong_results;
     const double elements = 2.0 * seqs * context * static_cast<double>(row);
@@ -148,16 +130,8 @@ void measure_kivi_append(DeviceCalibration& c, const std::string& name, kernels:
   for (std::size_t i = 0; i < kv.size(); ++i) kv[i] = 0.01f * static_cast<float>(i % 97);
   std::vector<std::int32_t> first(seqs), one(seqs, 1), held(seqs);
   for (int q = 0; q < seqs; ++q) first[static_cast<std::size_t>(q)] = q;
-  kernels::KiviAppendArgs step;
-  step.keys = step.values = kv.data();
-  step.num_seqs = seqs;
-  step.first_row = first.data();
-  step.new_tokens = one.data();
-  step.cached = held.data();
-  step.block_tables = tables.data();
-  step.max_blocks_per_seq = per_seq;
-  step.shape = shape;
-  step.cache = cache.data();
+  const auto step = kernels::make_kivi_append_args(kv.data(), kv.data(), seqs, first.data(), one.data(), held.data(), tables.data(),
+                                                   per_seq, shape, cache.data());
   const double w = seconds_per_call(
       [&] {
         for (int j = 0; j < shape.group; ++j) {

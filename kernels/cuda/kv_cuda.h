@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "kernels/eviction.h"
+#include "kernels/kivi_paged.h"
 #include "kernels/kv_kernels.h"
 
 namespace memtwin::kernels::cuda {
@@ -29,6 +30,20 @@ void write_paged(const float* values, const std::int64_t* slot_mapping, int toke
 ///   out   // [blocks, head_dim * (ceil(group * bits / 8) + 4)] bytes, the CPU kernel's layout
 void quantize_keys_per_channel(const float* keys, int blocks, int group, int head_dim, int bits, std::uint8_t* out);
 void dequantize_keys_per_channel(const std::uint8_t* in, int blocks, int group, int head_dim, int bits, float* keys);
+
+/// KIVI's paged cache (kivi_paged.h), the CPU kernels' layout and arithmetic; every pointer device
+/// memory, `staged` a device array of device pointers. The GPU append reads a quantising
+/// sequence's old residual only from its staged copy (its groups overwrite where it was, while
+/// other threads read), so a sequence whose append quantises with old residual tokens must be
+/// staged; the serving engine stages every such sequence.
+void kivi_append(const KiviAppendArgs& a);
+/// `block_table` in device memory; `out` as the CPU's.
+void kivi_stage_residual(const std::uint8_t* cache, const std::int32_t* block_table, std::int64_t tokens, const KiviPagedShape& shape,
+                         std::uint16_t* out);
+/// Decode attention; the scores go through `workspace`, kivi_workspace_bytes(a, max_context) bytes,
+/// max_context at least every context length.
+std::size_t kivi_workspace_bytes(const KiviDecodeArgs& a, int max_context);
+void kivi_decode_attention(const KiviDecodeArgs& a, float* workspace, int max_context);
 
 /// Eviction support (eviction.h), same arguments and layouts as the CPU kernels.
 void accumulate_attention(const float* probs, int q_heads, int kv_heads, int tokens, float* scores);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -18,6 +19,15 @@ inline void expect(bool ok, const std::string& what) {
     ++failures;
     std::printf("FAILED: %s\n", what.c_str());
   }
+}
+
+/// n normal floats of standard deviation sd, seeded.
+inline std::vector<float> random_floats(std::size_t n, unsigned seed, float sd = 1.f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.f, sd);
+  std::vector<float> v(n);
+  for (auto& x : v) x = normal(rng);
+  return v;
 }
 
 template <class T>
@@ -39,5 +49,7 @@ std::vector<T> to_host(const T* device, std::size_t count) {
 void compression_kernels_match_cpu();
 /// The serving engine's score-based eviction kernels against the CPU ones.
 void score_kernels_match_cpu();
+/// KIVI's paged append, staging and decode attention against the CPU ones.
+void kivi_kernels_match_cpu();
 
 }  // namespace memtwin::gpu_test

@@ -18,14 +18,6 @@ namespace {
 
 using namespace memtwin::kernels;
 
-std::vector<float> random_floats(std::size_t n, unsigned seed, float sd = 1.f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.f, sd);
-  std::vector<float> v(n);
-  for (auto& x : v) x = normal(rng);
-  return v;
-}
-
 // Rows that each sum to one (softmax of random logits).
 std::vector<float> distributions(int rows, int tokens, unsigned seed) {
   auto v = random_floats(static_cast<std::size_t>(rows) * tokens, seed, 2.f);

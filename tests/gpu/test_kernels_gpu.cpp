@@ -127,6 +127,7 @@ int main() {
   }
   gpu_test::compression_kernels_match_cpu();
   gpu_test::score_kernels_match_cpu();
+  gpu_test::kivi_kernels_match_cpu();
   std::printf("%d passed, %d failed\n", gpu_test::checks - gpu_test::failures, gpu_test::failures);
   return gpu_test::failures == 0 ? 0 : 1;
 }

@@ -105,18 +105,9 @@ TEST_CASE("paged KIVI appends hold what KiviSequence holds, in chunks, through s
         }
         const std::int32_t first = static_cast<std::int32_t>(held), added = chunk, cached = static_cast<std::int32_t>(held);
         const std::uint16_t* staged_ptr = staged.data();
-        KiviAppendArgs a;
-        a.keys = k.data();
-        a.values = v.data();
-        a.num_seqs = 1;
-        a.first_row = &first;
-        a.new_tokens = &added;
-        a.cached = &cached;
+        auto a = make_kivi_append_args(k.data(), v.data(), 1, &first, &added, &cached, table.data(), static_cast<int>(used), s,
+                                       cache.data());
         a.staged = &staged_ptr;
-        a.block_tables = table.data();
-        a.max_blocks_per_seq = static_cast<int>(used);
-        a.shape = s;
-        a.cache = cache.data();
         kivi_append(a);
         for (std::int64_t t = held; t < after; ++t)
           for (int h = 0; h < s.kv_heads; ++h) reference[h].append(&k[t * row + h * head_dim], &v[t * row + h * head_dim]);
@@ -155,17 +146,8 @@ TEST_CASE("paged KIVI decode attention equals attention over the dequantised cac
         const auto k = synthetic_kv(static_cast<std::size_t>(lens[q]) * s.kv_heads, head_dim, 40 + q, true);
         const auto v = synthetic_kv(static_cast<std::size_t>(lens[q]) * s.kv_heads, head_dim, 50 + q, false);
         const std::int32_t first = 0, cached = 0;
-        KiviAppendArgs a;
-        a.keys = k.data();
-        a.values = v.data();
-        a.num_seqs = 1;
-        a.first_row = &first;
-        a.new_tokens = &lens[q];
-        a.cached = &cached;
-        a.block_tables = &tables[static_cast<std::size_t>(q) * per_seq];
-        a.max_blocks_per_seq = per_seq;
-        a.shape = s;
-        a.cache = cache.data();
+        const auto a = make_kivi_append_args(k.data(), v.data(), 1, &first, &lens[q], &cached,
+                                             &tables[static_cast<std::size_t>(q) * per_seq], per_seq, s, cache.data());
         kivi_append(a);
         std::vector<float> keys, values;
         kivi_read_sequence(cache.data(), a.block_tables, lens[q], s, keys, values);
@@ -174,17 +156,7 @@ TEST_CASE("paged KIVI decode attention equals attention over the dequantised cac
       }
       const auto query = synthetic_kv(static_cast<std::size_t>(seqs) * q_heads, head_dim, 60, false);
       std::vector<float> out(query.size()), expected(query.size());
-      KiviDecodeArgs d;
-      d.query = query.data();
-      d.cache = cache.data();
-      d.block_tables = tables.data();
-      d.context_lens = lens;
-      d.out = out.data();
-      d.num_seqs = seqs;
-      d.q_heads = q_heads;
-      d.max_blocks_per_seq = per_seq;
-      d.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-      d.shape = s;
+      const auto d = make_kivi_decode_args(query.data(), cache.data(), tables.data(), lens, out.data(), seqs, q_heads, per_seq, s);
       kivi_decode_attention(d);
       reference_decode_attention(query.data(), kref.data(), vref.data(), lens, seqs, max_ctx, q_heads, s.kv_heads, head_dim,
                                  d.scale, expected.data());
