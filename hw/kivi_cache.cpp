@@ -1,6 +1,6 @@
 #include "hw/kivi_cache.h"
 
-#include <cmath>
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 

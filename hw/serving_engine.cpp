@@ -34,6 +34,8 @@ kernels::KvFormat kv_format(const Scenario& s) {
       f.element = s.inference->kv_cache.dtype == KvDtype::fp8 ? kernels::KvElement::fp8 : kernels::KvElement::fp16;
       break;
     case KvCompression::kivi:  // the pool is KiviCache's (hw/kivi_cache.h); this is its values' format
+      f.element = c.bits == 4 ? kernels::KvElement::int4 : kernels::KvElement::int2;
+      break;
     case KvCompression::int8: f.element = kernels::KvElement::int8; break;
     case KvCompression::int4: f.element = kernels::KvElement::int4; break;
     case KvCompression::int2: f.element = kernels::KvElement::int2; break;
@@ -42,7 +44,6 @@ kernels::KvFormat kv_format(const Scenario& s) {
                         "pyramidkv; '" + std::string(kKvCompressionNames.name(c.method)) +
                         "' is simulated only (budgets that differ per head need block tables per head)");
   }
-  if (c.method == KvCompression::kivi) f.element = c.bits == 4 ? kernels::KvElement::int4 : kernels::KvElement::int2;
   try {
     f.validate();
   } catch (const std::invalid_argument& e) {
