@@ -314,3 +314,16 @@ TEST_CASE("pipeline-parallel replicas keep every stage busy with another batch -
   CHECK(ttft_two < 1.1 * ttft_one);
 }
 
+
+TEST_CASE("a KIVI cache shrinking as groups are quantised is scheduled through swap preemption without a livelock", "[unit]") {
+  // A pool of 24 blocks for 8 sequences: decodes preempt by swap, and a sequence swapped back in
+  // decodes in the next pass (it was once preempted again at once, for ever). Decodes hold blocks
+  // for the tokens they cache, which for KIVI can be fewer than a token ago.
+  const auto doc = serve("scenarios/host/serve-kivi-kv.yaml",
+                         {"inference.workload.requests=8", "inference.workload.output_tokens={dist: fixed, value: 96}",
+                          "inference.kv_cache.compression={method: kivi, bits: 2, group_size: 32, residual: 32}",
+                          "inference.kv_cache.memory=1152KiB", "inference.serving.max_model_len=512",
+                          "inference.serving.preemption=swap"});
+  CHECK(doc["requests"]["completed"] == 8);
+  CHECK(doc["requests"]["swapped"].get<int>() > 0);
+}
