@@ -6,7 +6,8 @@
 //   * memory-bound GEMMs of a few rows against weights cycled through 1 GiB (decode's weight
 //     streaming), fp32 and bf16;
 //   * device-to-device copies (read + write) and pinned host<->device copies over PCIe;
-//   * the CUDA KV kernels: decode attention per format by working set, paged writes per format;
+//   * the CUDA KV kernels: decode attention per format by working set, paged writes per format
+//     (hw/cuda/cuda_kv_calibration.cu);
 //   * the NVMe tier's file I/O (a scratch file, O_DIRECT), as the offload copies do it.
 // What the context, cuBLAS and the workspaces hold before any tensor is the runtime. Written for
 // the CUDA build; not yet run on a GPU.
@@ -23,8 +24,9 @@
 
 #include "hw/cuda/cuda_check.h"
 #include "hw/cuda/cuda_device.h"
+#include "hw/cuda/cuda_kv_calibration.h"
+#include "hw/cuda/cuda_timing.cuh"
 #include "hw/host/nvme_file.h"
-#include "kernels/cuda/kv_cuda.h"
 
 namespace memtwin::hw {
 namespace {
@@ -36,39 +38,6 @@ __global__ void fill_bf16(__nv_bfloat16* x, long count, float value) {
 __global__ void fill_f32(float* x, long count, float value) {
   const long i = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x;
   if (i < count) x[i] = value;
-}
-
-// Seconds per call of `run` (work enqueued on the default stream): two warm-up calls, then five
-// windows of at least min_seconds / 5 each timed with events; the median window.
-template <class F>
-double seconds_per_call(F&& run, double min_seconds) {
-  run();
-  run();
-  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-  cudaEvent_t start, stop;
-  check(cudaEventCreate(&start), "cudaEventCreate");
-  check(cudaEventCreate(&stop), "cudaEventCreate");
-  std::vector<double> windows;
-  long calls = 1;
-  for (int w = 0; w < 5; ++w) {
-    for (;;) {
-      check(cudaEventRecord(start), "cudaEventRecord");
-      for (long i = 0; i < calls; ++i) run();
-      check(cudaEventRecord(stop), "cudaEventRecord");
-      check(cudaEventSynchronize(stop), "cudaEventSynchronize");
-      float ms = 0;
-      check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
-      if (ms * 1e-3 >= min_seconds / 5 || calls > (1L << 24)) {
-        windows.push_back(ms * 1e-3 / static_cast<double>(calls));
-        break;
-      }
-      calls *= 2;
-    }
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  std::sort(windows.begin(), windows.end());
-  return windows[windows.size() / 2];
 }
 
 struct Buffers {
@@ -222,174 +191,6 @@ void measure_copies(DeviceCalibration& c, Buffers& b, double min_seconds) {
                                       min_seconds / 2);
   cudaFreeHost(pinned);
   c.copy_bytes_per_s = static_cast<double>(pcie) / std::max(h2d, d2h);
-}
-
-// The CUDA KV kernels per format: decode attention over batches whose cached K and V range from
-// 16 MiB to 1 GiB (8 KV heads of 128, GQA groups of 4), and a prefill's paged writes.
-void measure_kv_kernels(DeviceCalibration& c, double min_seconds) {
-  using kernels::KvElement;
-  for (auto [element, format] : {std::pair{KvElement::fp16, "fp16"}, {KvElement::fp8, "fp8"}, {KvElement::int8, "int8"},
-                                 {KvElement::int4, "int4"}, {KvElement::int2, "int2"}}) {
-    constexpr int kv_heads = 8, q_heads = 32, head_dim = 128;
-    kernels::PagedShape shape;
-    shape.block_size = 16;
-    shape.kv_heads = kv_heads;
-    shape.format.element = element;
-    shape.format.head_dim = head_dim;
-    shape.format.group = 32;
-    for (auto [seqs, context] : {std::pair{8, 1024}, {32, 4096}, {64, 16384}}) {
-      const int per_seq = context / shape.block_size;
-      shape.num_blocks = seqs * per_seq;
-      if (2.0 * static_cast<double>(shape.bytes()) > 4e9) continue;
-      std::uint8_t *k = nullptr, *v = nullptr;
-      float *query = nullptr, *out = nullptr;
-      std::int32_t *tables = nullptr, *lens = nullptr;
-      check(cudaMalloc(&k, shape.bytes()), "cudaMalloc");
-      check(cudaMalloc(&v, shape.bytes()), "cudaMalloc");
-      check(cudaMemset(k, 0, shape.bytes()), "cudaMemset");
-      check(cudaMemset(v, 0, shape.bytes()), "cudaMemset");
-      check(cudaMalloc(&query, sizeof(float) * seqs * q_heads * head_dim), "cudaMalloc");
-      check(cudaMalloc(&out, sizeof(float) * seqs * q_heads * head_dim), "cudaMalloc");
-      check(cudaMemset(query, 0, sizeof(float) * seqs * q_heads * head_dim), "cudaMemset");
-      std::vector<std::int32_t> host_tables(static_cast<std::size_t>(shape.num_blocks)), host_lens(static_cast<std::size_t>(seqs), context);
-      for (int i = 0; i < shape.num_blocks; ++i) host_tables[static_cast<std::size_t>(i)] = i;
-      check(cudaMalloc(&tables, sizeof(std::int32_t) * host_tables.size()), "cudaMalloc");
-      check(cudaMalloc(&lens, sizeof(std::int32_t) * host_lens.size()), "cudaMalloc");
-      check(cudaMemcpy(tables, host_tables.data(), sizeof(std::int32_t) * host_tables.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
-      check(cudaMemcpy(lens, host_lens.data(), sizeof(std::int32_t) * host_lens.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
-      const auto a = kernels::make_decode_args(query, k, v, tables, lens, out, seqs, q_heads, per_seq, shape);
-      void* workspace = nullptr;
-      check(cudaMalloc(&workspace, kernels::cuda::workspace_bytes(a, 512)), "cudaMalloc");
-      const double s = seconds_per_call([&] { kernels::cuda::decode_attention(a, workspace, 512); }, min_seconds / 2);
-      float first = 0;
-      check(cudaMemcpy(&first, out, sizeof first, cudaMemcpyDeviceToHost), "cudaMemcpy");
-      if (!std::isfinite(first)) ++c.wrong_results;
-      const double elements = 2.0 * seqs * context * kv_heads * head_dim;
-      c.decode_attention.push_back({format, 2.0 * static_cast<double>(shape.bytes()), s, elements / s});
-      if (seqs == 8) {
-        // A prefill's worth of new tokens (4096) written into the cache, K and V.
-        constexpr int written = 4096;
-        float* values = nullptr;
-        std::int64_t* slots = nullptr;
-        check(cudaMalloc(&values, sizeof(float) * written * kv_heads * head_dim), "cudaMalloc");
-        check(cudaMemset(values, 0, sizeof(float) * written * kv_heads * head_dim), "cudaMemset");
-        std::vector<std::int64_t> host_slots(written);
-        for (int t = 0; t < written; ++t) host_slots[static_cast<std::size_t>(t)] = t * 7L % (shape.num_blocks * shape.block_size);
-        check(cudaMalloc(&slots, sizeof(std::int64_t) * written), "cudaMalloc");
-        check(cudaMemcpy(slots, host_slots.data(), sizeof(std::int64_t) * written, cudaMemcpyHostToDevice), "cudaMemcpy");
-        const double w = seconds_per_call(
-            [&] {
-              kernels::cuda::write_paged(values, slots, written, shape, k);
-              kernels::cuda::write_paged(values, slots, written, shape, v);
-            },
-            min_seconds / 2);
-        const double written_elements = 2.0 * written * kv_heads * head_dim;
-        c.kv_write.push_back({format, written_elements, w, written_elements / w});
-        cudaFree(values);
-        cudaFree(slots);
-      }
-      for (void* p : {static_cast<void*>(k), static_cast<void*>(v), static_cast<void*>(query), static_cast<void*>(out),
-                      static_cast<void*>(tables), static_cast<void*>(lens), workspace})
-        cudaFree(p);
-    }
-  }
-}
-
-// KIVI's CUDA kernels (kernels/cuda/kivi_paged.cu) as the host calibration measures them:
-// decode attention over batches of quantised groups only ("kivi2", "kivi4") and of fp16 residual
-// only ("kivi_fp16"), 8 KV heads of 128, GQA groups of 4; and the append one token per sequence
-// over G steps, each sequence quantising one group from its staged residual ("kv_write.kivi*").
-void measure_kivi_kernels(DeviceCalibration& c, double min_seconds) {
-  constexpr int kv_heads = 8, q_heads = 32, head_dim = 128;
-  kernels::KiviPagedShape shape;
-  shape.block_size = 32;
-  shape.kv_heads = kv_heads;
-  shape.head_dim = head_dim;
-  auto decode = [&](const std::string& name, int seqs, int context) {
-    const int per_seq = static_cast<int>((shape.sequence_bytes(context) + shape.slice_bytes() - 1) / shape.slice_bytes());
-    shape.num_blocks = seqs * per_seq;
-    std::uint8_t* cache = nullptr;  // zeros: groups of scale and zero point 0, residual halves 0
-    float *query = nullptr, *out = nullptr, *workspace = nullptr;
-    std::int32_t *tables = nullptr, *lens = nullptr;
-    check(cudaMalloc(&cache, shape.bytes()), "cudaMalloc");
-    check(cudaMemset(cache, 0, shape.bytes()), "cudaMemset");
-    check(cudaMalloc(&query, sizeof(float) * seqs * q_heads * head_dim), "cudaMalloc");
-    check(cudaMemset(query, 0, sizeof(float) * seqs * q_heads * head_dim), "cudaMemset");
-    check(cudaMalloc(&out, sizeof(float) * seqs * q_heads * head_dim), "cudaMalloc");
-    std::vector<std::int32_t> host_tables(static_cast<std::size_t>(shape.num_blocks)), host_lens(static_cast<std::size_t>(seqs), context);
-    for (int i = 0; i < shape.num_blocks; ++i) host_tables[static_cast<std::size_t>(i)] = i;
-    check(cudaMalloc(&tables, sizeof(std::int32_t) * host_tables.size()), "cudaMalloc");
-    check(cudaMalloc(&lens, sizeof(std::int32_t) * host_lens.size()), "cudaMalloc");
-    check(cudaMemcpy(tables, host_tables.data(), sizeof(std::int32_t) * host_tables.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
-    check(cudaMemcpy(lens, host_lens.data(), sizeof(std::int32_t) * host_lens.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
-    const auto a = kernels::make_kivi_decode_args(query, cache, tables, lens, out, seqs, q_heads, per_seq, shape);
-    check(cudaMalloc(&workspace, kernels::cuda::kivi_workspace_bytes(a, context)), "cudaMalloc");
-    const double s = seconds_per_call([&] { kernels::cuda::kivi_decode_attention(a, workspace, context); }, min_seconds / 2);
-    float first = 0;
-    check(cudaMemcpy(&first, out, sizeof first, cudaMemcpyDeviceToHost), "cudaMemcpy");
-    if (!std::isfinite(first)) ++c.wrong_results;
-    const double elements = 2.0 * seqs * context * kv_heads * head_dim;
-    c.decode_attention.push_back({name, static_cast<double>(seqs) * static_cast<double>(shape.sequence_bytes(context)), s, elements / s});
-    for (void* p : {static_cast<void*>(cache), static_cast<void*>(query), static_cast<void*>(out), static_cast<void*>(workspace),
-                    static_cast<void*>(tables), static_cast<void*>(lens)})
-      cudaFree(p);
-  };
-  for (int bits : {2, 4}) {
-    shape.bits = bits;
-    shape.residual = 0;
-    for (auto [seqs, context] : {std::pair{8, 1024}, {32, 4096}, {64, 16384}}) decode("kivi" + std::to_string(bits), seqs, context);
-    // The append: 64 sequences whose residual is full (R + G - 1 tokens of R = 128), G steps.
-    constexpr int seqs = 64;
-    shape.residual = 128;
-    const int context = shape.residual + shape.group;
-    const int per_seq = static_cast<int>((shape.sequence_bytes(context - 1) + shape.slice_bytes() - 1) / shape.slice_bytes());
-    shape.num_blocks = seqs * per_seq;
-    const std::size_t staged_halves = static_cast<std::size_t>(context) * shape.residual_token_bytes() / 2;
-    std::uint8_t* cache = nullptr;
-    std::uint16_t* staging = nullptr;
-    float* values = nullptr;
-    check(cudaMalloc(&cache, shape.bytes()), "cudaMalloc");
-    check(cudaMemset(cache, 0, shape.bytes()), "cudaMemset");
-    check(cudaMalloc(&staging, sizeof(std::uint16_t) * staged_halves * seqs), "cudaMalloc");
-    check(cudaMemset(staging, 0, sizeof(std::uint16_t) * staged_halves * seqs), "cudaMemset");
-    check(cudaMalloc(&values, sizeof(float) * seqs * kv_heads * head_dim), "cudaMalloc");
-    check(cudaMemset(values, 0, sizeof(float) * seqs * kv_heads * head_dim), "cudaMemset");
-    std::vector<std::int32_t> host_tables(static_cast<std::size_t>(shape.num_blocks)), host_first(seqs), host_one(seqs, 1);
-    std::vector<const std::uint16_t*> host_staged(seqs);
-    for (int i = 0; i < shape.num_blocks; ++i) host_tables[static_cast<std::size_t>(i)] = i;
-    for (int q = 0; q < seqs; ++q) host_first[static_cast<std::size_t>(q)] = q, host_staged[static_cast<std::size_t>(q)] = staging + q * staged_halves;
-    std::int32_t *tables = nullptr, *first = nullptr, *one = nullptr, *held = nullptr;
-    const std::uint16_t** staged = nullptr;
-    check(cudaMalloc(&tables, sizeof(std::int32_t) * host_tables.size()), "cudaMalloc");
-    check(cudaMalloc(&first, sizeof(std::int32_t) * seqs), "cudaMalloc");
-    check(cudaMalloc(&one, sizeof(std::int32_t) * seqs), "cudaMalloc");
-    check(cudaMalloc(&held, sizeof(std::int32_t) * seqs * shape.group), "cudaMalloc");
-    check(cudaMalloc(&staged, sizeof(void*) * seqs), "cudaMalloc");
-    std::vector<std::int32_t> host_held(static_cast<std::size_t>(seqs) * shape.group);  // step j: R + j tokens held
-    for (int j = 0; j < shape.group; ++j) std::fill_n(host_held.begin() + j * seqs, seqs, shape.residual + j);
-    check(cudaMemcpy(tables, host_tables.data(), sizeof(std::int32_t) * host_tables.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
-    check(cudaMemcpy(first, host_first.data(), sizeof(std::int32_t) * seqs, cudaMemcpyHostToDevice), "cudaMemcpy");
-    check(cudaMemcpy(one, host_one.data(), sizeof(std::int32_t) * seqs, cudaMemcpyHostToDevice), "cudaMemcpy");
-    check(cudaMemcpy(held, host_held.data(), sizeof(std::int32_t) * host_held.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
-    check(cudaMemcpy(staged, host_staged.data(), sizeof(void*) * seqs, cudaMemcpyHostToDevice), "cudaMemcpy");
-    auto step = kernels::make_kivi_append_args(values, values, seqs, first, one, held, tables, per_seq, shape, cache);
-    step.staged = staged;
-    const double w = seconds_per_call(
-        [&] {
-          for (int j = 0; j < shape.group; ++j) {
-            step.cached = held + j * seqs;
-            kernels::cuda::kivi_append(step);
-          }
-        },
-        min_seconds / 2);
-    const double written = 2.0 * seqs * shape.group * kv_heads * head_dim;
-    c.kv_write.push_back({"kivi" + std::to_string(bits), written, w, written / w});
-    for (void* p : {static_cast<void*>(cache), static_cast<void*>(staging), static_cast<void*>(values), static_cast<void*>(tables),
-                    static_cast<void*>(first), static_cast<void*>(one), static_cast<void*>(held), static_cast<void*>(staged)})
-      cudaFree(p);
-  }
-  shape.residual = 16384;
-  for (auto [seqs, context] : {std::pair{8, 1024}, {32, 4096}}) decode("kivi_fp16", seqs, context);
 }
 
 // The NVMe tier below host memory: O_DIRECT file I/O on a scratch file, 64 MiB at a time, timed on
