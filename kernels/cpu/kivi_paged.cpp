@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/cpu/dequantize_fast.h"
 #include "kernels/kivi.h"
 #include "kernels/kv_kernels.h"
 
@@ -270,15 +271,7 @@ void attend_kivi(const KiviDecodeArgs& a, int seq, const float* halves) {
     for (int kvh = 0; kvh < s.kv_heads; ++kvh) {
       const std::uint8_t* values = group + static_cast<std::size_t>(kvh) * s.head_group_bytes() + s.key_group_bytes();
       for (int t = 0; t < G; ++t) {
-        const std::uint8_t* v = values + static_cast<std::size_t>(t) * vf.vector_bytes();
-        for (int cg = 0; cg < vf.groups(); ++cg) {  // value groups along channels
-          const std::uint8_t* base = v + static_cast<std::size_t>(cg) * vf.group_bytes();
-          std::uint16_t params[2];
-          std::memcpy(params, base + code_bytes, 4);
-          const float scale = halves[params[0]], zero = halves[params[1]];
-          unpack_codes(base, G, s.bits, codes + cg * G);
-          for (int i = 0; i < G; ++i) codes[cg * G + i] = codes[cg * G + i] * scale + zero;
-        }
+        dequantize_fast(values + static_cast<std::size_t>(t) * vf.vector_bytes(), vf, halves, codes);
         accumulate(kvh, g * G + t);
       }
     }
