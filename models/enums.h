@@ -25,6 +25,24 @@ inline constexpr EnumNames<Fabric, 3> kFabricNames{{"nvswitch", "nvlink", "pcie"
 enum class Topology { fat_tree, leaf_spine };
 inline constexpr EnumNames<Topology, 2> kTopologyNames{{"fat-tree", "leaf-spine"}};
 
+/// The GPU's architecture generation, which picks NCCL's per-generation tuning constants
+/// (compute capability 7.x volta, 8.0/8.6 ampere, 8.9 ada, 9.0 hopper, 10.x blackwell); `cpu` is
+/// the host device, whose communicator is MPI, not NCCL.
+enum class GpuGeneration { volta, ampere, ada, hopper, blackwell, cpu };
+inline constexpr EnumNames<GpuGeneration, 6> kGpuGenerationNames{{"volta", "ampere", "ada", "hopper", "blackwell", "cpu"}};
+
+/// How collectives are costed: `nccl` is NCCL's own tuning model (algorithm and protocol chosen per
+/// call); `ring` a plain ring with one link latency per step (MPI on the host device, or a GPU
+/// whose generation is not known).
+enum class CollectiveLibrary { nccl, ring };
+inline constexpr EnumNames<CollectiveLibrary, 2> kCollectiveLibraryNames{{"nccl", "ring"}};
+
+/// NCCL's algorithms and protocols, spelt as NCCL_ALGO and NCCL_PROTO spell them (lowercase).
+enum class CollectiveAlgorithm { ring, tree, nvls, nvls_tree, pat };
+inline constexpr EnumNames<CollectiveAlgorithm, 5> kCollectiveAlgorithmNames{{"ring", "tree", "nvls", "nvlstree", "pat"}};
+enum class CollectiveProtocol { ll, ll128, simple };
+inline constexpr EnumNames<CollectiveProtocol, 3> kCollectiveProtocolNames{{"ll", "ll128", "simple"}};
+
 enum class MlpKind { swiglu, geglu, gelu, relu };
 inline constexpr EnumNames<MlpKind, 4> kMlpNames{{"swiglu", "geglu", "gelu", "relu"}};
 

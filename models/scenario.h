@@ -22,6 +22,7 @@ struct GpuSpec {
   std::optional<BytesPerSec> nvlink_bandwidth;  ///< per GPU, per direction; empty: no NVLink
   BytesPerSec pcie_bandwidth;           ///< per GPU, per direction
   std::optional<int> sms;               ///< streaming multiprocessors; empty: GEMMs are not split into waves
+  std::optional<GpuGeneration> generation;  ///< empty: not known (collectives then use a plain ring)
   std::optional<double> price_per_hour; ///< USD per GPU-hour, typical on-demand
   std::string source;                   ///< where the numbers come from
 };
@@ -98,6 +99,29 @@ struct Efficiency {
 /// the same decode kernel over its fp16 residual.
 inline constexpr const char* kKvKernelFormats[] = {"fp16", "fp8", "int8", "int4", "int2", "kivi2", "kivi4", "kivi_fp16"};
 
+/// A collective measured on a real cluster (nccl-tests output fitted by `memtwin calibrate
+/// --nccl-tests`): time = latency + bytes x bus factor / bus_bandwidth for that kind and group.
+struct MeasuredCollective {
+  std::string collective;  ///< "all_reduce", "all_gather", "reduce_scatter", "all_to_all"
+  int ranks = 0, nodes = 1;
+  Seconds latency;
+  BytesPerSec bus_bandwidth;
+  std::string source;
+};
+
+/// What the collective cost model (models/comm/collective_model.h) is told about the cluster
+/// beyond its links. Every default is NCCL's; see docs/collectives.md for the sources.
+struct CollectiveSettings {
+  CollectiveLibrary library = CollectiveLibrary::nccl;
+  std::vector<CollectiveAlgorithm> algorithms;  ///< those NCCL may pick (NCCL_ALGO); all it has by default
+  std::vector<CollectiveProtocol> protocols;    ///< those NCCL may pick (NCCL_PROTO)
+  int channels = 16;                            ///< NCCL channels (rings/trees) per communicator
+  double intra_node_efficiency = 1.0;  ///< usable / nominal intra-node link bandwidth
+  double inter_node_efficiency = 1.0;  ///< usable / nominal NIC bandwidth
+  Seconds net_overhead{1e-6};          ///< NCCL's per-step network post overhead (NCCL_NET_OVERHEAD)
+  std::vector<MeasuredCollective> measured;  ///< from a calibration file; replace the model where they apply
+};
+
 struct Cluster {
   int nodes = 1;
   int gpus_per_node = 1;
@@ -108,6 +132,7 @@ struct Cluster {
   std::optional<NvmeSpec> nvme;
   RuntimeOverheads runtime;
   Efficiency efficiency;
+  CollectiveSettings collectives;
   /// Measured decode-attention kernel throughput by KV format ("fp16", "int4", ...): cached K and
   /// V elements per second per GPU. Formats without a figure use the roofline.
   std::map<std::string, double> decode_attention_elements_per_s;

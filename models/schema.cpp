@@ -76,6 +76,10 @@ void declare_cluster(Table& t) {
   t.add("cluster.gpu.sms", K::integer, none,
         "streaming multiprocessors: GEMM tiles run in waves of this many (wave quantisation)")
       .at_least(1).derived("from the preset; absent means GEMMs are not split into waves");
+  t.add("cluster.gpu.generation", K::choice, none,
+        "architecture generation: picks NCCL's per-generation constants (ada is compute capability 8.9, NCCL's "
+        "Ampere class); cpu is the host device")
+      .choices(names(kGpuGenerationNames)).derived("from the preset; none for a custom GPU");
   t.add("cluster.gpu.price_per_hour", K::number, none, "typical price in USD per GPU-hour").at_least(0).derived("from the preset");
   t.add("cluster.gpu.source", K::text, "", "where the numbers come from");
 
@@ -156,6 +160,30 @@ void declare_cluster(Table& t) {
               " KV cache: K and V elements per second per GPU (memtwin calibrate)")
         .above(0).derived("the roofline of the written bytes");
   }
+  t.add("cluster.collectives.library", K::choice, none,
+        "how collectives are costed: nccl (NCCL's tuning model, algorithm and protocol per call) or ring (one "
+        "link latency per ring step, the link bandwidth)")
+      .choices(names(kCollectiveLibraryNames)).derived("nccl when gpu.generation is a GPU's, else ring");
+  t.add("cluster.collectives.algorithms", K::choice_list, none,
+        "the algorithms NCCL may choose (NCCL_ALGO); NVLS needs NVSwitch on Hopper or later")
+      .choices(names(kCollectiveAlgorithmNames)).derived("all of them, where they apply");
+  t.add("cluster.collectives.protocols", K::choice_list, none,
+        "the protocols NCCL may choose (NCCL_PROTO); LL128 runs only over NVLink")
+      .choices(names(kCollectiveProtocolNames)).derived("all of them, where they apply");
+  t.add("cluster.collectives.channels", K::integer, none,
+        "NCCL channels per communicator (its per-channel bandwidth caps apply to each)")
+      .at_least(1).at_most(64).derived("2 per GPU of a node, 2 to 32 (NCCL's rings on NVSwitch nodes)");
+  t.add("cluster.collectives.intra_node_efficiency", K::number, none,
+        "usable fraction of the intra-node bandwidth for collectives (NCCL's per-link NVLink figure over the "
+        "datasheet's: 20 of 25 GB/s Volta/Ampere, 20.6 Hopper, 40.1 of 50 Blackwell; PCIe 12 of 16 GB/s)")
+      .above(0).at_most(1).derived("by generation and fabric, 1 for the ring library");
+  t.add("cluster.collectives.inter_node_efficiency", K::number, none,
+        "usable fraction of each NIC's bandwidth (NCCL's fastest inter-node channel speed, 24 of 25 GB/s for "
+        "HDR, 48 of 50 for NDR)")
+      .above(0).at_most(1).derived("0.96, 1 for the ring library");
+  t.add("cluster.collectives.net_overhead", K::duration, "1us",
+        "NCCL's per-step network post overhead (NCCL_NET_OVERHEAD: 1us Intel hosts, 2us AMD)")
+      .at_least(0);
   t.add("cluster.calibration", K::path, none, "calibration table written by `memtwin calibrate`");
   t.add("cluster.price_per_gpu_hour", K::number, none, "USD per GPU-hour for planning").at_least(0)
       .derived("the GPU preset's price");

@@ -1,57 +1,72 @@
 #include "sim/collectives.h"
 
+#include <algorithm>
+#include <limits>
 #include <map>
+#include <tuple>
+
+#include "models/comm/collective_model.h"
 
 namespace memtwin::sim {
 
 namespace sg4 = simgrid::s4u;
 
 namespace {
-int steps(Collective kind, int n) { return kind == Collective::all_reduce ? 2 * (n - 1) : n - 1; }
-}  // namespace
 
-CollectivePlan plan_collective(Collective kind, const std::vector<int>& ranks, double bytes_total,
-                               const std::vector<int>& node_of_gpu, const Cluster& cluster) {
-  CollectivePlan out;
+// How long each of `flows`, started together on otherwise idle links, takes without its route's
+// latency: at its route's narrowest link divided among the flows crossing it in the same direction
+// (the platform's links: a GPU's intra-node link, its NIC (GPU index mod NICs), its node's uplink).
+std::vector<double> idle_transfer_seconds(const std::vector<Flow>& flows, const std::vector<int>& node_of_gpu,
+                                          const Cluster& c) {
+  const CollectiveModel model(c);
+  const double intra_bw = model.usable_intra_node_bandwidth().value();
+  const double nic_bw = model.usable_nic_bandwidth().value();
+  const double uplink_bw = c.inter_node.nics_per_node * nic_bw / c.inter_node.oversubscription;
+  // (link kind, link id, up) -> flows crossing it.
+  std::map<std::tuple<int, int, bool>, int> load;
+  auto links = [&](const Flow& f) {
+    std::vector<std::pair<std::tuple<int, int, bool>, double>> out;
+    const int src_node = node_of_gpu[f.src], dst_node = node_of_gpu[f.dst];
+    if (src_node == dst_node) {
+      out.push_back({{0, f.src, true}, intra_bw});
+      out.push_back({{0, f.dst, false}, intra_bw});
+    } else {
+      const int nics = c.inter_node.nics_per_node;
+      out.push_back({{1, src_node * nics + f.src % c.gpus_per_node % nics, true}, nic_bw});
+      out.push_back({{2, src_node, true}, uplink_bw});
+      out.push_back({{2, dst_node, false}, uplink_bw});
+      out.push_back({{1, dst_node * nics + f.dst % c.gpus_per_node % nics, false}, nic_bw});
+    }
+    return out;
+  };
+  for (const auto& f : flows)
+    if (f.bytes > 0)
+      for (const auto& [link, bw] : links(f)) ++load[link];
+  std::vector<double> seconds;
+  for (const auto& f : flows) {
+    double rate = std::numeric_limits<double>::max();
+    for (const auto& [link, bw] : links(f)) rate = std::min(rate, bw / load[link]);
+    seconds.push_back(f.bytes > 0 ? f.bytes / rate : 0.0);
+  }
+  return seconds;
+}
+
+// The ring's flows (NCCL's rings, flat over the group's ranks): every rank sends its successor what
+// the ring moves, `per_rank` in all. Across nodes the rings are rail-aligned (local index j of node
+// a sends to local index j of node a+1) and each channel's ring crosses every node once, so a rank
+// sends 1/local of its bytes over its NIC and the rest over NVLink to its neighbour.
+void add_ring_flows(CollectivePlan& out, const std::map<int, std::vector<int>>& by_node, const std::vector<int>& ranks,
+                    double per_rank) {
   const int n = static_cast<int>(ranks.size());
-  if (n < 2) return out;
-  if (kind == Collective::p2p_forward || kind == Collective::p2p_backward) {
-    const bool forward = kind == Collective::p2p_forward;
-    out.flows.push_back({forward ? ranks[0] : ranks[1], forward ? ranks[1] : ranks[0], bytes_total});
-    out.bytes_per_rank = bytes_total;
-    return out;
-  }
-  if (kind == Collective::all_to_all) {
-    // Every member sends its buffer's n-1 foreign shares at once (NCCL's grouped send/recv): O(n^2)
-    // flows, for the small groups expert parallelism uses.
-    const double share = bytes_total / n;
-    for (int i = 0; i < n; ++i)
-      for (int j = 0; j < n; ++j)
-        if (i != j) out.flows.push_back({ranks[i], ranks[j], share});
-    out.bytes_per_rank = share * (n - 1);
-    return out;
-  }
-  const double factor = kind == Collective::all_reduce ? 2.0 : 1.0;
-  const double per_rank = factor * bytes_total * (n - 1) / n;
-  out.bytes_per_rank = per_rank;
-
-  // Ranks by node, in ring order.
-  std::map<int, std::vector<int>> by_node;
-  for (int r : ranks) by_node[node_of_gpu[r]].push_back(r);
-  const int nodes = static_cast<int>(by_node.size());
-  if (nodes == 1) {
+  if (by_node.size() == 1) {
     for (int i = 0; i < n; ++i) out.flows.push_back({ranks[i], ranks[(i + 1) % n], per_rank});
-    // A ring all-gather or reduce-scatter takes n-1 steps, an all-reduce 2(n-1); SimGrid already
-    // charges one hop latency on each flow.
-    out.latency_s = (steps(kind, n) - 1) * cluster.intra_node.latency.value();
-    return out;
+    return;
   }
-  // Rail-aligned rings across nodes: every node holds the same number of the group's ranks
-  // (the plan's groups are regular), local index j of node a talks to local index j of node a+1.
   std::vector<std::vector<int>> node_ranks;
-  for (auto& [node, rs] : by_node) node_ranks.push_back(rs);
+  for (const auto& [node, rs] : by_node) node_ranks.push_back(rs);
+  const int nodes = static_cast<int>(node_ranks.size());
   const int local = static_cast<int>(node_ranks.front().size());
-  const double inter = factor * bytes_total * (nodes - 1) / (static_cast<double>(nodes) * local);
+  const double inter = per_rank / local;
   const double intra = per_rank - inter;
   for (int a = 0; a < nodes; ++a) {
     const auto& here = node_ranks[a];
@@ -61,10 +76,63 @@ CollectivePlan plan_collective(Collective kind, const std::vector<int>& ranks, d
       if (local > 1 && intra > 0) out.flows.push_back({here[j], here[(j + 1) % local], intra});
     }
   }
-  const double factor_steps = kind == Collective::all_reduce ? 2.0 : 1.0;
-  out.latency_s = factor_steps * ((nodes - 1) * cluster.inter_node.latency.value() +
-                                  (local - 1) * cluster.intra_node.latency.value()) -
-                  cluster.inter_node.latency.value();
+}
+
+// Makes the flows take the model's time on idle links. SimGrid 3.32 ignores a host-to-host comm's
+// rate, so the transfer is reached by what the flows carry: their bytes scaled until, alone on the
+// links, they take the model's transfer time. What the scaling adds stands for what occupies the
+// links besides the payload (LL's flag words, LL128's 8 of 128 bytes) and for what holds a
+// protocol below the links (channel caps); where the links are the bound the scale is 1. The
+// latency left after the last flow's own route latency is slept. Sharing with other traffic then
+// slows the collective as SimGrid shares the links.
+void fit_to_model(CollectivePlan& out, const CollectiveCost& cost, int calls, const std::vector<int>& node_of_gpu,
+                  const Cluster& cluster) {
+  const std::vector<double> idle = idle_transfer_seconds(out.flows, node_of_gpu, cluster);
+  const double slowest = idle.empty() ? 0.0 : *std::max_element(idle.begin(), idle.end());
+  const double transfer = cost.transfer.value() * calls;
+  const double scale = slowest > 0 ? std::max(1.0, transfer / slowest) : 1.0;
+  double end = 0;
+  for (std::size_t i = 0; i < out.flows.size(); ++i) {
+    auto& f = out.flows[i];
+    f.bytes *= scale;
+    if (f.bytes <= 0) continue;
+    const bool across = node_of_gpu[f.src] != node_of_gpu[f.dst];
+    const double route = across ? cluster.inter_node.latency.value() : cluster.intra_node.latency.value();
+    end = std::max(end, route + idle[i] * scale);
+  }
+  out.latency_s = std::max(0.0, calls * cost.latency.value() + std::max(transfer, slowest * scale) - end);
+}
+
+}  // namespace
+
+CollectivePlan plan_collective(Collective kind, const std::vector<int>& ranks, double bytes_total,
+                               const std::vector<int>& node_of_gpu, const Cluster& cluster, int calls) {
+  CollectivePlan out;
+  const int n = static_cast<int>(ranks.size());
+  if (n < 2) return out;
+  if (kind == Collective::p2p_forward || kind == Collective::p2p_backward) {
+    const bool forward = kind == Collective::p2p_forward;
+    out.flows.push_back({forward ? ranks[0] : ranks[1], forward ? ranks[1] : ranks[0], bytes_total * calls});
+    out.bytes_per_rank = bytes_total * calls;
+    return out;
+  }
+  std::map<int, std::vector<int>> by_node;  // ranks by node, in ring order
+  for (int r : ranks) by_node[node_of_gpu[r]].push_back(r);
+  const int nodes = static_cast<int>(by_node.size());
+  const CollectiveCost cost = CollectiveModel(cluster).cost(kind, {n, nodes}, bytes_total);
+  if (kind == Collective::all_to_all) {
+    // Every member sends its buffer's n-1 foreign shares at once (NCCL's grouped send/recv): O(n^2)
+    // flows, for the small groups expert parallelism uses.
+    const double share = bytes_total / n * calls;
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j)
+        if (i != j) out.flows.push_back({ranks[i], ranks[j], share});
+    out.bytes_per_rank = share * (n - 1);
+  } else {
+    out.bytes_per_rank = bytes_total * calls * bus_factor(kind, n);
+    add_ring_flows(out, by_node, ranks, out.bytes_per_rank * cost.traffic_factor);
+  }
+  fit_to_model(out, cost, calls, node_of_gpu, cluster);
   return out;
 }
 

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "models/comm/collective_model.h"
+
 namespace memtwin::sim {
 
 namespace sg4 = simgrid::s4u;
@@ -10,7 +12,13 @@ using Dir = sg4::LinkInRoute::Direction;
 Platform build_platform(const Cluster& c) {
   Platform p;
   auto* fabric = sg4::create_star_zone("fabric");
-  const double uplink_bw = c.inter_node.nics_per_node * c.inter_node.nic_bandwidth.value() / c.inter_node.oversubscription;
+  // Links carry what collectives can reach on them (the collective model's usable bandwidths).
+  const CollectiveModel model(c);
+  const double nic_bw = model.usable_nic_bandwidth().value();
+  const double intra_bw = model.usable_intra_node_bandwidth().value();
+  const double uplink_bw = c.inter_node.nics_per_node * nic_bw / c.inter_node.oversubscription;
+  // A message between nodes crosses two NICs and two uplinks: a quarter of the latency each.
+  const double hop_latency = c.inter_node.latency.value() / 4;
   for (int n = 0; n < c.nodes; ++n) {
     const std::string node = "node" + std::to_string(n);
     auto* zone = sg4::create_full_zone(node);
@@ -24,8 +32,8 @@ Platform build_platform(const Cluster& c) {
     }
     std::vector<sg4::SplitDuplexLink*> nics;
     for (int k = 0; k < c.inter_node.nics_per_node; ++k) {
-      auto* nic = zone->create_split_duplex_link(node + ".nic" + std::to_string(k), c.inter_node.nic_bandwidth.value());
-      nic->set_latency(c.inter_node.latency.value() / 2);
+      auto* nic = zone->create_split_duplex_link(node + ".nic" + std::to_string(k), nic_bw);
+      nic->set_latency(hop_latency);
       nics.push_back(nic);
     }
     std::vector<sg4::Host*> gpus;
@@ -33,7 +41,7 @@ Platform build_platform(const Cluster& c) {
     for (int g = 0; g < c.gpus_per_node; ++g) {
       const std::string name = node + ".gpu" + std::to_string(g);
       gpus.push_back(zone->create_host(name, 1e9));
-      auto* l = zone->create_split_duplex_link(name + ".intra", c.intra_node.bandwidth.value());
+      auto* l = zone->create_split_duplex_link(name + ".intra", intra_bw);
       l->set_latency(c.intra_node.latency.value() / 2);
       intra.push_back(l);
       auto* pl = zone->create_split_duplex_link(name + ".pcie", c.host.pcie_bandwidth.value());
@@ -56,7 +64,7 @@ Platform build_platform(const Cluster& c) {
     }
     zone->seal();
     auto* uplink = fabric->create_split_duplex_link(node + ".uplink", uplink_bw);
-    uplink->set_latency(c.inter_node.latency.value() / 2);
+    uplink->set_latency(hop_latency);
     fabric->add_route(zone->get_netpoint(), nullptr, gateway, nullptr, {{uplink, Dir::UP}}, false);
     fabric->add_route(nullptr, zone->get_netpoint(), nullptr, gateway, {{uplink, Dir::DOWN}}, false);
   }

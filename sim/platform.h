@@ -8,7 +8,9 @@
 //
 // Every link is split-duplex (independent up and down directions). intra_i carries NVLink/NVSwitch
 // (or PCIe peer) traffic at the per-GPU bandwidth; nic_k is one NIC; uplink_n is the node's share
-// of the fabric: NICs x NIC bandwidth / oversubscription. Flows sharing a link share its bandwidth
+// of the fabric: NICs x NIC bandwidth / oversubscription. Bandwidths are the usable ones the
+// collective model gives (NCCL's per-link figures), latencies such that a message inside a node
+// takes `intra_node.latency` and one between nodes `inter_node.latency`. Flows sharing a link share its bandwidth
 // (SimGrid's max-min model), which is what makes contention visible. A node with NVMe has it as a
 // SimGrid disk on its CPU host (read and write bandwidth per node, shared by all its GPUs' I/O).
 #include <vector>

@@ -135,16 +135,14 @@ class VirtualEngine {
     }
   }
 
-  // Two ring all-reduces of the hidden states per layer of the stage, one after another: run as
-  // the flows of one ring carrying all of them, plus the step latencies of the others.
+  // Two all-reduces of the hidden states per layer of the stage, one after another: run as the
+  // flows of one ring carrying all of them, each call priced by the collective model.
   void tensor_parallel_all_reduces(const IterationLoad& load, const std::vector<int>& ring, int stages) const {
     const int count = model_.tp_all_reduces() / stages;
     if (count == 0) return;
-    const int n = static_cast<int>(ring.size());
-    CollectivePlan plan =
-        plan_collective(Collective::all_reduce, ring, count * model_.tp_all_reduce_bytes(load), platform_.node_of_gpu, s_.cluster);
-    plan.latency_s += (count - 1) * 2.0 * (n - 1) * s_.cluster.intra_node.latency.value();
-    run_collective(plan, platform_);
+    run_collective(plan_collective(Collective::all_reduce, ring, model_.tp_all_reduce_bytes(load), platform_.node_of_gpu,
+                                   s_.cluster, count),
+                   platform_);
   }
 
   void wake() {

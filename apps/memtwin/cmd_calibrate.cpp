@@ -1,6 +1,7 @@
 // memtwin calibrate: measures a device and writes the calibration file the simulator reads
 // (`cluster.calibration: FILE`), so that its predictions are checked against this machine.
 #include <cstdio>
+#include <filesystem>
 #include <ctime>
 #include <fstream>
 #include <iostream>
@@ -12,6 +13,8 @@
 #include "hw/cuda/cuda_device.h"
 #include "hw/host/host_calibration.h"
 #include "hw/host/mpi_collectives.h"
+#include "models/comm/nccl_tests.h"
+#include "models/scenario/scenario_error.h"
 #include "models/unit_parse.h"
 
 namespace po = boost::program_options;
@@ -97,6 +100,47 @@ std::string calibration_yaml(const hw::DeviceCalibration& c, const std::string& 
   return y.str();
 }
 
+// A file's text, refusing what is not a regular file or is larger than any nccl-tests output.
+std::string read_text_file(const std::string& path) {
+  constexpr std::streamsize kLimit = 64 << 20;
+  std::ifstream in(path, std::ios::binary);
+  if (!in || !std::filesystem::is_regular_file(path)) throw ScenarioError({path, 0, 0}, "", "cannot read this file (not a regular file)");
+  std::string text(static_cast<std::size_t>(kLimit) + 1, '\0');
+  in.read(text.data(), kLimit + 1);
+  if (in.gcount() > kLimit) throw ScenarioError({path, 0, 0}, "", "larger than 64 MiB: not an nccl-tests output");
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  return text;
+}
+
+// `memtwin calibrate --nccl-tests FILE...`: one fitted collective per file.
+int calibrate_from_nccl_tests(const std::vector<std::string>& files, const std::string& out) {
+  std::ostringstream y;
+  const std::time_t now = std::time(nullptr);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
+  y << "# memtwin calibration: memtwin calibrate --nccl-tests (" << date << ")\n"
+    << "# each entry: nccl-tests' out-of-place times fitted to latency + bytes x bus factor / bus_bandwidth\n"
+    << "collectives:\n  measured:\n";
+  std::ostringstream report;
+  for (const auto& path : files) {
+    const NcclTestsFit fit = fit_nccl_tests(parse_nccl_tests(path, read_text_file(path)));
+    const auto& m = fit.measured;
+    y << "    - {collective: " << m.collective << ", ranks: " << m.ranks << ", nodes: " << m.nodes
+      << ", latency: " << number("%.4g", m.latency.value() * 1e6) << "us, bus_bandwidth: "
+      << number("%.4g", m.bus_bandwidth.value() / 1e9) << "GB/s, source: \"" << m.source << "\"}   # " << fit.points
+      << " sizes, rms error " << number("%.1f", 100 * fit.rms_relative_error) << "%\n";
+    report << "  " << m.collective << " over " << m.ranks << " ranks on " << m.nodes << " node(s): latency "
+           << number("%.1f", m.latency.value() * 1e6) << " us, bus bandwidth " << number("%.1f", m.bus_bandwidth.value() / 1e9)
+           << " GB/s (" << fit.points << " sizes, rms error " << number("%.1f", 100 * fit.rms_relative_error) << "%) from "
+           << path << "\n";
+  }
+  std::ofstream file(out);
+  file << y.str();
+  if (!file) throw std::runtime_error("cannot write " + out);
+  std::cout << "wrote " << out << ":\n" << report.str();
+  return kOk;
+}
+
 }  // namespace
 
 int cmd_calibrate(const Args& args) {
@@ -106,14 +150,22 @@ int cmd_calibrate(const Args& args) {
       ("device", po::value<std::string>()->default_value("host"), "device to measure: host or cuda")
       ("ranks", po::value<int>()->default_value(2), "host: ranks measured at once (one per \"GPU\" of the scenarios to check); cuda: 1")
       ("min-time", po::value<double>()->default_value(0.2), "least seconds each timed measurement runs")
+      ("nccl-tests", po::value<std::vector<std::string>>()->multitoken(),
+       "fit the collective model to nccl-tests outputs (all_reduce_perf, all_gather_perf, reduce_scatter_perf, "
+       "alltoall_perf; one file per run) instead of measuring a device")
       ("out", po::value<std::string>(), "calibration file to write (YAML)");
   auto vm = parse_args(args, options, positional,
-                       "usage: memtwin calibrate --device host|cuda [--ranks N] [--min-time S] --out FILE.yaml\n\n"
+                       "usage: memtwin calibrate --device host|cuda [--ranks N] [--min-time S] --out FILE.yaml\n"
+                       "       memtwin calibrate --nccl-tests FILE... --out FILE.yaml\n\n"
                        "Measures GEMM and attention throughput, memory and copy bandwidth, the KV kernels,\n"
                        "Adam's update rate and collective bandwidth the nccl-tests way (warm-up, timed\n"
                        "repeats, correctness count), with every rank busy at once, and writes a calibration\n"
                        "file; scenarios use it with `cluster.calibration: FILE.yaml`.");
   if (!vm) return kOk;
+  if (vm->count("nccl-tests")) {
+    if (!vm->count("out")) throw UsageError("--out FILE.yaml is required");
+    return calibrate_from_nccl_tests((*vm)["nccl-tests"].as<std::vector<std::string>>(), (*vm)["out"].as<std::string>());
+  }
   const std::string device = (*vm)["device"].as<std::string>();
   if (device != "host" && device != "cuda") throw UsageError("unknown device '" + device + "'; devices: host, cuda");
   if (!vm->count("out")) throw UsageError("--out FILE.yaml is required");

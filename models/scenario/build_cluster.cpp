@@ -41,10 +41,60 @@ GpuSpec build_gpu(const ParamValues& v) {
   if (v.given("cluster.gpu.nvlink_bandwidth")) gpu.nvlink_bandwidth = v.bandwidth("cluster.gpu.nvlink_bandwidth");
   gpu.pcie_bandwidth = v.bandwidth("cluster.gpu.pcie_bandwidth");
   if (v.given("cluster.gpu.sms")) gpu.sms = v.int32("cluster.gpu.sms");
+  if (v.given("cluster.gpu.generation")) gpu.generation = v.choice("cluster.gpu.generation", kGpuGenerationNames);
   if (v.given("cluster.gpu.price_per_hour")) gpu.price_per_hour = v.number("cluster.gpu.price_per_hour");
   gpu.source = v.text("cluster.gpu.source");
   return gpu;
 }
+
+namespace {
+
+// NCCL's usable NVLink bandwidth per link (SM80_NVLINK_BW and its siblings in src/graph/topo.h)
+// over the datasheet's per-link, per-direction figure; PCIe: NCCL's PCI_BW (12 GB/s for Gen3 x16)
+// over 16 GB/s.
+double nccl_intra_node_efficiency(const Cluster& c) {
+  if (c.intra_node.fabric == Fabric::pcie) return 12.0 / 16.0;
+  switch (*c.gpu.generation) {
+    case GpuGeneration::hopper: return 20.6 / 25.0;
+    case GpuGeneration::blackwell: return 40.1 / 50.0;
+    default: return 20.0 / 25.0;
+  }
+}
+
+CollectiveSettings build_collective_settings(const ParamValues& v, const Cluster& c) {
+  CollectiveSettings s;
+  const bool gpu_generation = c.gpu.generation && *c.gpu.generation != GpuGeneration::cpu;
+  s.library = v.given("cluster.collectives.library") ? v.choice("cluster.collectives.library", kCollectiveLibraryNames)
+              : gpu_generation                         ? CollectiveLibrary::nccl
+                                                       : CollectiveLibrary::ring;
+  if (s.library == CollectiveLibrary::nccl && !gpu_generation) {
+    v.fail("cluster.collectives.library", "nccl needs the GPU's generation: set cluster.gpu.generation (" +
+                                              std::string(c.gpu.generation ? "cpu is the host device" : "not known") + ")");
+  }
+  if (v.given("cluster.collectives.algorithms")) {
+    for (const auto& name : v.items("cluster.collectives.algorithms"))
+      s.algorithms.push_back(*kCollectiveAlgorithmNames.parse(name));
+  }
+  if (v.given("cluster.collectives.protocols")) {
+    for (const auto& name : v.items("cluster.collectives.protocols"))
+      s.protocols.push_back(*kCollectiveProtocolNames.parse(name));
+  }
+  s.channels = v.given("cluster.collectives.channels") ? v.int32("cluster.collectives.channels")
+                                                       : std::clamp(2 * c.gpus_per_node, 2, 32);
+  const bool nccl = s.library == CollectiveLibrary::nccl;
+  s.intra_node_efficiency = v.given("cluster.collectives.intra_node_efficiency")
+                                ? v.number("cluster.collectives.intra_node_efficiency")
+                            : nccl ? nccl_intra_node_efficiency(c)
+                                   : 1.0;
+  s.inter_node_efficiency = v.given("cluster.collectives.inter_node_efficiency")
+                                ? v.number("cluster.collectives.inter_node_efficiency")
+                            : nccl ? 0.96
+                                   : 1.0;
+  s.net_overhead = v.duration("cluster.collectives.net_overhead");
+  return s;
+}
+
+}  // namespace
 
 Cluster build_cluster(const ParamValues& v) {
   if (!v.has_section("cluster")) v.fail("cluster", "is required");
@@ -108,6 +158,7 @@ Cluster build_cluster(const ParamValues& v) {
     const std::string write = std::string("cluster.kernels.kv_write.") + format;
     if (v.given(write)) c.kv_write_elements_per_s[format] = v.number(write);
   }
+  c.collectives = build_collective_settings(v, c);
   if (v.given("cluster.calibration")) {
     c.calibration = v.text("cluster.calibration");
     apply_calibration(*c.calibration, v, c);

@@ -6,6 +6,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "models/scenario/calibration_collectives.h"
 #include "models/scenario/did_you_mean.h"
 #include "models/unit_parse.h"
 
@@ -118,7 +119,7 @@ void apply_calibration(const std::string& path, const ParamValues& scenario, Clu
   }
   std::vector<std::string> names;
   for (const auto& [name, _] : known) names.push_back(name);
-  const std::vector<std::string> sections = {"efficiency", "runtime", "host", "gpu", "intra_node", "kernels", "nvme", "device"};
+  const std::vector<std::string> sections = {"efficiency", "runtime", "host", "gpu", "intra_node", "kernels", "nvme", "device", "collectives"};
   // Walks nested mappings, naming each leaf by its dotted path ("gpu.flops.fp32").
   std::function<void(const YAML::Node&, const std::string&)> walk = [&](const YAML::Node& body, const std::string& prefix) {
     for (auto entry = body.begin(); entry != body.end(); ++entry) {
@@ -183,6 +184,10 @@ void apply_calibration(const std::string& path, const ParamValues& scenario, Clu
   for (auto section = root.begin(); section != root.end(); ++section) {
     const std::string top = section->first.Scalar();
     if (top == "device") continue;  // free text
+    if (top == "collectives" && section->second.IsMap()) {
+      c.collectives.measured = read_measured_collectives(path, section->second);
+      continue;
+    }
     if (!section->second.IsMap() || std::find(sections.begin(), sections.end(), top) == sections.end()) {
       throw ScenarioError({path, section->first.Mark().line + 1, section->first.Mark().column + 1}, top,
                           "unknown section" + did_you_mean(top, sections));

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <iterator>
 
+#include "models/comm/collective_model.h"
 #include "models/memory/serving_memory.h"
 #include "models/model_facts.h"
 
@@ -173,10 +174,9 @@ double IterationModel::tp_all_reduce_bytes(const IterationLoad& load) const {
 double IterationModel::seconds(const IterationLoad& load) const {
   double comm = 0;
   if (tp_ > 1) {
-    // Ring all-reduces over the intra-node links: 2(n-1)/n of the buffer per rank, 2(n-1) steps.
-    const double bw = s_.cluster.intra_node.bandwidth.value();
-    const double alpha = s_.cluster.intra_node.latency.value();
-    comm = tp_all_reduces() * (2 * (tp_ - 1) / tp_ * tp_all_reduce_bytes(load) / bw + 2 * (tp_ - 1) * alpha);
+    // The tensor-parallel group sits inside one node; the collective model prices each call.
+    comm = tp_all_reduces() *
+           CollectiveModel(s_.cluster).cost(Collective::all_reduce, {tp_, 1}, tp_all_reduce_bytes(load)).time().value();
   }
   return compute_seconds(load) + comm;
 }

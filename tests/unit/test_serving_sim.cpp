@@ -276,14 +276,14 @@ TEST_CASE("settings the serving simulation does not model yet are named in the r
   CHECK(with["prefix_cache"]["hit_rate"] == 0);
 }
 
-TEST_CASE("tensor parallelism's all-reduces run as flows: on idle links the alpha-beta time, slower over PCIe", "[unit]") {
+TEST_CASE("tensor parallelism's all-reduces run as flows: on idle links the collective model's time, slower over PCIe", "[unit]") {
   const std::vector<std::string> sets = {"inference.workload.rate=0.05/s", "inference.workload.requests=4",
                                          "inference.workload.prompt_tokens=1000", "inference.workload.output_tokens=20",
                                          "cluster.gpus_per_node=2", "inference.serving.tensor_parallel=2"};
   auto doc = serve(kFp16, sets);
   const Scenario s = load_scenario_file(source_path(kFp16), sets).scenario;
   const IterationModel model(s);
-  // The simulated ring flows on idle NVLink take exactly what the closed form says.
+  // The simulated flows on idle NVLink take exactly what the collective model says.
   CHECK(doc["latency_s"]["ttft"]["p50"].get<double>() == Approx(model.prefill_alone(1000)).epsilon(1e-6));
   CHECK(model.prefill_alone(1000) > model.compute_seconds(IterationLoad{1000, 1000 * 500.0, 0, 1}));
   // The same all-reduces over PCIe peer links (no NVLink) take longer.
