@@ -1,9 +1,7 @@
 #include "sim/collectives.h"
 
 #include <algorithm>
-#include <limits>
 #include <map>
-#include <tuple>
 
 #include "models/comm/collective_model.h"
 
@@ -22,31 +20,38 @@ std::vector<double> idle_transfer_seconds(const std::vector<Flow>& flows, const 
   const double intra_bw = model.usable_intra_node_bandwidth().value();
   const double nic_bw = model.usable_nic_bandwidth().value();
   const double uplink_bw = c.inter_node.nics_per_node * nic_bw / c.inter_node.oversubscription;
-  // (link kind, link id, up) -> flows crossing it.
-  std::map<std::tuple<int, int, bool>, int> load;
-  auto links = [&](const Flow& f) {
-    std::vector<std::pair<std::tuple<int, int, bool>, double>> out;
-    const int src_node = node_of_gpu[f.src], dst_node = node_of_gpu[f.dst];
-    if (src_node == dst_node) {
-      out.push_back({{0, f.src, true}, intra_bw});
-      out.push_back({{0, f.dst, false}, intra_bw});
-    } else {
-      const int nics = c.inter_node.nics_per_node;
-      out.push_back({{1, src_node * nics + f.src % c.gpus_per_node % nics, true}, nic_bw});
-      out.push_back({{2, src_node, true}, uplink_bw});
-      out.push_back({{2, dst_node, false}, uplink_bw});
-      out.push_back({{1, dst_node * nics + f.dst % c.gpus_per_node % nics, false}, nic_bw});
-    }
-    return out;
-  };
-  for (const auto& f : flows)
-    if (f.bytes > 0)
-      for (const auto& [link, bw] : links(f)) ++load[link];
-  std::vector<double> seconds;
+  const int nics = c.inter_node.nics_per_node;
+  const std::size_t ranks = node_of_gpu.size();
+  const std::size_t nodes = ranks == 0 ? 0 : static_cast<std::size_t>(node_of_gpu.back()) + 1;
+  // Flows crossing each link, by direction: [0] leaving, [1] arriving.
+  std::vector<int> intra[2] = {std::vector<int>(ranks), std::vector<int>(ranks)};
+  std::vector<int> nic[2] = {std::vector<int>(nodes * nics), std::vector<int>(nodes * nics)};
+  std::vector<int> uplink[2] = {std::vector<int>(nodes), std::vector<int>(nodes)};
+  auto nic_of = [&](int gpu) { return static_cast<std::size_t>(node_of_gpu[gpu]) * nics + gpu % c.gpus_per_node % nics; };
   for (const auto& f : flows) {
-    double rate = std::numeric_limits<double>::max();
-    for (const auto& [link, bw] : links(f)) rate = std::min(rate, bw / load[link]);
-    seconds.push_back(f.bytes > 0 ? f.bytes / rate : 0.0);
+    if (f.bytes <= 0) continue;
+    if (node_of_gpu[f.src] == node_of_gpu[f.dst]) {
+      ++intra[0][f.src], ++intra[1][f.dst];
+    } else {
+      ++nic[0][nic_of(f.src)], ++nic[1][nic_of(f.dst)];
+      ++uplink[0][node_of_gpu[f.src]], ++uplink[1][node_of_gpu[f.dst]];
+    }
+  }
+  std::vector<double> seconds;
+  seconds.reserve(flows.size());
+  for (const auto& f : flows) {
+    if (f.bytes <= 0) {
+      seconds.push_back(0.0);
+      continue;
+    }
+    double rate = 0;
+    if (node_of_gpu[f.src] == node_of_gpu[f.dst]) {
+      rate = intra_bw / std::max(intra[0][f.src], intra[1][f.dst]);
+    } else {
+      rate = std::min(nic_bw / std::max(nic[0][nic_of(f.src)], nic[1][nic_of(f.dst)]),
+                      uplink_bw / std::max(uplink[0][node_of_gpu[f.src]], uplink[1][node_of_gpu[f.dst]]));
+    }
+    seconds.push_back(f.bytes / rate);
   }
   return seconds;
 }

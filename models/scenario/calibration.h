@@ -10,6 +10,8 @@
 //   host: {pcie_bandwidth: 55.3GB/s, cpu_adam_params_per_s: 2.0e8}
 //   gpu: {flops: {fp32: 61.2GFLOPS}, hbm_bandwidth: 9.8GB/s}
 //   intra_node: {bandwidth: 3.2GB/s, latency: 12us}
+//   collectives: {measured: [{collective: all_reduce, ranks: 16, nodes: 2, latency: 41us,
+//                             bus_bandwidth: 182GB/s}]}   (memtwin calibrate --nccl-tests)
 //   device: free text
 #include <string>
 

@@ -214,7 +214,9 @@ training: {micro_batch: 1, seq_len: 2048, global_batch: 16, sharding: {strategy:
     auto doc = sim_run(two_nodes, {std::string("cluster.inter_node.nic_bandwidth=") + nic});
     const double step = doc["time"]["step_s"];
     INFO(nic << ": " << step);
-    CHECK(step <= previous);
+    // (Past the point where NVLink, not the NICs, bounds the rings the step stays the same, up to
+    // SimGrid's timing precision.)
+    CHECK(step <= previous + 1e-6);
     previous = step;
     CHECK(doc["time"]["exposed_comm_s"].get<double>() >= 0);
   }
