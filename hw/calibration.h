@@ -37,6 +37,9 @@ struct DeviceCalibration {
   double fp32_flops = 0;                     ///< best fp32 GEMM rate when the samples are not fp32 (0: none)
   std::vector<RateSample> weight_streaming;  ///< batch-1..8 GEMMs: weight bytes read per second
   double weight_streaming_bytes_per_s = 0;   ///< their median
+  /// Weight GEMMs from DRAM timed whole at 1 to 64 rows: rows -> weight bytes per second (median
+  /// over the shapes), arithmetic included; empty when not measured.
+  std::vector<std::pair<int, double>> weight_gemm_by_rows;
   std::string weight_streaming_method = "memory-bound GEMMs (batch 1-8) read weights at this fraction of it";
   /// How far a 32-row GEMM from DRAM overlaps reading its weights with its arithmetic (efficiency.
   /// gemm_overlap: 1, the longer of the two; 0, their sum); negative when not measured.

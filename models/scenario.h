@@ -85,6 +85,15 @@ struct Efficiency {
   /// The GEMM efficiency for `rows` rows: interpolated in log2(rows) between measured points,
   /// the end points beyond them; `gemm` when there is no table.
   [[nodiscard]] double gemm_at(double rows) const;
+  /// A weight GEMM from memory at a few rows, measured whole by `memtwin calibrate`: its time is the
+  /// weights' bytes / (memory bandwidth x this fraction), arithmetic included (per weight byte it is
+  /// 2 x rows FLOPs whatever the shape). Kernels change with the rows (matrix-vector at one row,
+  /// packed tiles from two), so a line through reads + arithmetic misses some row counts by a
+  /// quarter. Empty: not measured.
+  std::map<int, double> gemm_memory_by_rows;
+  /// That fraction at `rows` (interpolated in log2(rows)); 0 when there is no table or `rows` is
+  /// beyond its last point.
+  [[nodiscard]] double gemm_memory_at(double rows) const;
   /// Output tile of one thread block in a large GEMM (rows x columns).
   int tile_rows = 128, tile_columns = 256;
   /// Wave quantisation: a GEMM's output is cut into tiles that run `sms` at a time; when the last

@@ -176,7 +176,8 @@ std::string format_flops_rate(FlopsPerSec f) {
 std::string human_bytes(Bytes b) {
   static const std::vector<std::pair<std::string_view, double>> units = {
       {"TiB", 0x1p40}, {"GiB", 0x1p30}, {"MiB", 0x1p20}, {"KiB", 0x1p10}, {"B", 1}};
-  if (b.count() < 0) return "-" + human_bytes(Bytes(-b.count()));
+  // Negate as a double: -INT64_MIN does not fit an int64 (a wrapped size would recurse for ever).
+  if (b.count() < 0) return "-" + human_with(-b.as_double(), units);
   return human_with(b.as_double(), units);
 }
 

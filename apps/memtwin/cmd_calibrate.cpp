@@ -51,6 +51,11 @@ std::string calibration_yaml(const hw::DeviceCalibration& c, const std::string& 
     << "  memory: 1   # hbm_bandwidth above is the measured rate itself\n"
     << "  gemm_memory: " << number("%.3f", std::min(1.0, c.weight_streaming_bytes_per_s / c.stream_bytes_per_s))
     << "   # " << c.weight_streaming_method << "\n";
+  if (!c.weight_gemm_by_rows.empty()) {
+    y << "  gemm_memory_by_rows:   # weight GEMMs from DRAM timed whole, by rows: weight bytes per second / hbm_bandwidth\n";
+    for (const auto& [rows, rate] : c.weight_gemm_by_rows)
+      y << "    " << rows << ": " << number("%.4g", std::min(1.0, rate / c.stream_bytes_per_s)) << "\n";
+  }
   if (c.gemm_overlap >= 0) {
     y << "  gemm_overlap: " << number("%.2f", c.gemm_overlap) << "   # " << c.gemm_overlap_method << "\n";
   }

@@ -52,7 +52,18 @@ int cmd_kernels(const Args& args) {
     values = kernels::synthetic_values(t, h, d, seed + 1);
   }
   const int q_heads = (*vm)["q-heads"].as<int>();
-  if (q_heads % keys.kv_heads != 0) throw UsageError("--q-heads must be a multiple of the KV heads");
+  if (keys.kv_heads < 1 || keys.tokens < 1 || keys.head_dim < 1) {
+    throw UsageError("the keys have " + std::to_string(keys.tokens) + " tokens, " + std::to_string(keys.kv_heads) +
+                     " KV heads and head_dim " + std::to_string(keys.head_dim) + ": each must be at least 1");
+  }
+  if (q_heads < 1 || q_heads % keys.kv_heads != 0) throw UsageError("--q-heads must be a positive multiple of the KV heads");
+  if (values.tokens != keys.tokens || values.kv_heads != keys.kv_heads || values.head_dim != keys.head_dim) {
+    throw UsageError("the values' shape [" + std::to_string(values.tokens) + ", " + std::to_string(values.kv_heads) + ", " +
+                     std::to_string(values.head_dim) + "] differs from the keys' [" + std::to_string(keys.tokens) + ", " +
+                     std::to_string(keys.kv_heads) + ", " + std::to_string(keys.head_dim) + "]");
+  }
+  const int topk = (*vm)["topk"].as<int>();
+  if (topk < 1) throw UsageError("--topk must be at least 1 (got " + std::to_string(topk) + ")");
 
   nlohmann::ordered_json doc;
   doc["schema"] = "memtwin.kernels_quality/1";
@@ -76,7 +87,7 @@ int cmd_kernels(const Args& args) {
     } catch (const std::invalid_argument& err) {
       throw UsageError(err.what());
     }
-    const auto q = kernels::measure_quality(keys, values, f, q_heads, (*vm)["topk"].as<int>(), seed + 2);
+    const auto q = kernels::measure_quality(keys, values, f, q_heads, topk, seed + 2);
     const KvShape fp8_layer{1, keys.kv_heads, keys.head_dim, 1};
     double model_bytes = f.quantized()                           ? GroupQuantKv(one_layer, f.bits(), f.group, false, 0).bytes_per_stored_token()
                          : e == kernels::KvElement::fp8 ? FullPrecisionKv(fp8_layer).bytes_per_stored_token()

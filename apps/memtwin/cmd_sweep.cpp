@@ -1,6 +1,6 @@
 // memtwin sweep: run a scenario over a grid of overrides, in parallel processes (SimGrid runs one
 // simulation per process anyway), appending one line per finished point so that a killed sweep
-// loses nothing and `--resume` repeats nothing.
+// loses nothing and `--resume` repeats nothing; a finished sweep's files are in point order.
 
 #include <filesystem>
 #include <fstream>
@@ -136,6 +136,7 @@ int cmd_sweep(const Args& args) {
   const fs::path own = mpi.active ? dir / ("points.rank" + std::to_string(mpi.rank) + ".jsonl") : jsonl;
   if (mpi.active) std::ofstream(own, std::ios::trunc);
   const fs::path scratch = dir / (mpi.active ? "tmp.rank" + std::to_string(mpi.rank) : std::string("tmp"));
+  std::vector<nlohmann::json> finished = kept;
   run_points(scenario, (*vm)["backend"].as<std::string>(), common, points, todo, (*vm)["jobs"].as<int>(), scratch,
              [&](const PointOutcome& o) {
                nlohmann::json line;
@@ -153,8 +154,12 @@ int cmd_sweep(const Args& args) {
                if (!message.empty() && o.exit_code != 0 && o.exit_code != 3) line["error"] = message;
                std::ofstream(own, std::ios::app) << line.dump() << "\n";
                if (!mpi.active) std::ofstream(csv, std::ios::app) << csv_row(line);
+               finished.push_back(std::move(line));
              });
   fs::remove_all(scratch);
+  // Points were appended as they finished (a kill loses none); the files end in point order, so
+  // the same sweep writes the same bytes whatever -j and the machine's timing.
+  if (!mpi.active) write_files(finished, true);
   if (mpi.active) {
     mpi.barrier();
     if (mpi.rank == 0) {

@@ -214,6 +214,7 @@ DeviceCalibration calibrate_host(double min_seconds) {
   // the reads are a small part).
   constexpr int kColdRows[] = {1, 2, 4, 8, 16, 32, 64};
   std::map<int, std::vector<RateSample>> arithmetic_by_rows;
+  std::map<int, std::vector<RateSample>> whole_by_rows;  // each GEMM's weight bytes / its whole time
   double worst_residual = 0;
   for (auto [k, n] : {std::pair<int, int>{512, 1536}, {512, 2816}, {1408, 512}, {512, 8192}, {2048, 2048}}) {
     const std::size_t matrix = static_cast<std::size_t>(k) * n;
@@ -238,6 +239,9 @@ DeviceCalibration calibrate_host(double min_seconds) {
     for (auto [r, t] : times) worst_residual = std::max(worst_residual, std::abs(reads + slope * r - t) / t);
     const double bytes = static_cast<double>(matrix) * sizeof(float);
     const std::string shape = std::to_string(n) + "x" + std::to_string(k);
+    for (auto [r, t] : times) {
+      whole_by_rows[static_cast<int>(r)].push_back({"gemm from memory " + std::to_string(static_cast<int>(r)) + "x" + shape, bytes, t, bytes / t});
+    }
     c.weight_streaming.push_back({"gemm weight reads " + shape, bytes, reads, bytes / reads});
     // The arithmetic per row is the line's slope: at 8 rows what is left of a GEMM's time beyond
     // its reads is a quarter of it, so a point's own remainder would carry its noise fourfold.
@@ -250,6 +254,7 @@ DeviceCalibration calibrate_host(double min_seconds) {
     }
   }
   c.weight_streaming_bytes_per_s = median_rate(c.weight_streaming);
+  for (const auto& [r, samples] : whole_by_rows) c.weight_gemm_by_rows.emplace_back(r, median_rate(samples));
   c.weight_streaming_method = "GEMMs from DRAM read weights at this fraction of it (the intercept of their time by rows)";
   // Up to 64 rows, the arithmetic from DRAM; from 128, the cache-resident GEMMs. The best rate
   // (gpu.flops, which every efficiency divides) is the best seen, a row count's median arithmetic

@@ -17,6 +17,15 @@ double Efficiency::gemm_at(double rows) const {
   return below->second + (above->second - below->second) * (x - x0) / (x1 - x0);
 }
 
+double Efficiency::gemm_memory_at(double rows) const {
+  if (gemm_memory_by_rows.empty() || rows > gemm_memory_by_rows.rbegin()->first) return 0;
+  auto above = gemm_memory_by_rows.lower_bound(static_cast<int>(std::ceil(rows)));
+  if (above == gemm_memory_by_rows.begin()) return above->second;
+  const auto below = std::prev(above);
+  const double x0 = std::log2(below->first), x1 = std::log2(above->first), x = std::log2(std::max(rows, 1.0));
+  return below->second + (above->second - below->second) * (x - x0) / (x1 - x0);
+}
+
 double Efficiency::wave_utilization(std::int64_t m, std::int64_t n, int sms) const {
   if (sms <= 0 || m <= 0 || n <= 0) return 1.0;
   auto utilization = [&](std::int64_t tm, std::int64_t tn) {

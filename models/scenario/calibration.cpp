@@ -1,6 +1,9 @@
 #include "models/scenario/calibration.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <map>
 
@@ -8,11 +11,69 @@
 
 #include "models/scenario/calibration_collectives.h"
 #include "models/scenario/did_you_mean.h"
+#include "models/schema.h"
 #include "models/unit_parse.h"
 
 namespace memtwin {
 
+namespace {
+
+double as_number(Bytes b) { return b.as_double(); }
+template <class Q>
+double as_number(Q q) {
+  return q.value();
+}
+
+// The range the schema gives the scenario key `cluster.KEY` (KEY as the calibration file names it).
+void check_calibration_value(const std::string& key, double v, const SourceLocation& where) {
+  if (!std::isfinite(v)) throw ScenarioError(where, key, "must be a finite number");
+  std::string path = "cluster." + key;
+  if (path.rfind("cluster.efficiency.gemm_by_rows", 0) == 0) path = "cluster.efficiency.gemm";
+  if (path.rfind("cluster.efficiency.gemm_memory_by_rows", 0) == 0) path = "cluster.efficiency.gemm_memory";
+  for (const char* suffix : {"_hd64", "_hd256"}) {
+    const auto at = path.find(suffix);
+    if (at != std::string::npos) path = path.substr(0, at);
+  }
+  const ParamSpec* spec = find_param(path);
+  auto shortest = [](double x) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", x);
+    return std::string(buf);
+  };
+  const double min = spec && spec->min ? *spec->min : 0;
+  const bool exclusive = spec && spec->min ? spec->min_exclusive : true;
+  if (exclusive ? v <= min : v < min) {
+    throw ScenarioError(where, key, "must be " + std::string(exclusive ? "greater than " : "at least ") + shortest(min) +
+                                        ", as the scenario's " + path + " (got " + shortest(v) + ")");
+  }
+  if (spec && spec->max && v > *spec->max) {
+    throw ScenarioError(where, key, "must be at most " + shortest(*spec->max) + ", as the scenario's " + path +
+                                        " (got " + shortest(v) + ")");
+  }
+}
+
+}  // namespace
+
+void refuse_duplicate_keys(const std::string& path, const YAML::Node& map, const std::string& prefix) {
+  // yaml-cpp keeps both entries of a repeated key and lookups see the first; the scenario loader
+  // refuses them, and so do the other readers.
+  std::map<std::string, int> seen;
+  for (auto entry = map.begin(); entry != map.end(); ++entry) {
+    if (!entry->first.IsScalar()) continue;
+    const std::string key = entry->first.Scalar();
+    const int line = entry->first.Mark().line + 1;
+    const auto [it, fresh] = seen.emplace(key, line);
+    if (!fresh) {
+      throw ScenarioError({path, line, entry->first.Mark().column + 1}, prefix.empty() ? key : prefix + "." + key,
+                          "duplicate key (first at line " + std::to_string(it->second) + ")");
+    }
+  }
+}
+
 void apply_calibration(const std::string& path, const ParamValues& scenario, Cluster& c) {
+  if (std::filesystem::exists(path) && !std::filesystem::is_regular_file(path)) {
+    throw ScenarioError({path, 0, 0}, "cluster.calibration", "not a regular file (a calibration is a YAML file)");
+  }
   YAML::Node root;
   try {
     root = YAML::LoadFile(path);
@@ -22,26 +83,18 @@ void apply_calibration(const std::string& path, const ParamValues& scenario, Clu
   if (!root.IsMap()) throw ScenarioError({path, 1, 1}, "", "a calibration file is a mapping");
   // Each calibration key, the scenario key it stands in for, and how to apply it.
   using Apply = std::function<void(const YAML::Node&, const SourceLocation&, const std::string&)>;
-  auto fraction = [](double& field) {
+  // Every value obeys the range of the scenario key it stands in for (one definition: the schema),
+  // and is finite.
+  auto number = [](double& field) {
     return Apply([&field](const YAML::Node& n, const SourceLocation& where, const std::string& key) {
+      double v = 0;
       try {
-        const double v = n.as<double>();
-        if (!(v > 0 && v <= 1)) throw ScenarioError(where, key, "must be in (0, 1]");
-        field = v;
+        v = n.as<double>();
       } catch (const YAML::Exception&) {
         throw ScenarioError(where, key, "expected a number");
       }
-    });
-  };
-  auto share = [](double& field) {  // a fraction that may be 0
-    return Apply([&field](const YAML::Node& n, const SourceLocation& where, const std::string& key) {
-      try {
-        const double v = n.as<double>();
-        if (!(v >= 0 && v <= 1)) throw ScenarioError(where, key, "must be in [0, 1]");
-        field = v;
-      } catch (const YAML::Exception&) {
-        throw ScenarioError(where, key, "expected a number");
-      }
+      check_calibration_value(key, v, where);
+      field = v;
     });
   };
   // A measured figure in its unit ("61.2GFLOPS", "9.8GB/s", "12us", "45MiB").
@@ -49,7 +102,9 @@ void apply_calibration(const std::string& path, const ParamValues& scenario, Clu
     return Apply([parse, &field](const YAML::Node& n, const SourceLocation& where, const std::string& key) {
       try {
         if (!n.IsScalar()) throw UnitError("expected a value with its unit");
-        field = parse(n.Scalar());
+        const auto v = parse(n.Scalar());
+        check_calibration_value(key, as_number(v), where);
+        field = v;
       } catch (const UnitError& e) {
         throw ScenarioError(where, key, e.what());
       }
@@ -57,32 +112,21 @@ void apply_calibration(const std::string& path, const ParamValues& scenario, Clu
   };
   auto bytes = [&](Bytes& field) { return measured(parse_bytes, field); };
   auto bandwidth = [&](BytesPerSec& field) { return measured(parse_bandwidth, field); };
-  auto positive = [](double& field) {
-    return Apply([&field](const YAML::Node& n, const SourceLocation& where, const std::string& key) {
-      try {
-        const double v = n.as<double>();
-        if (!(v > 0)) throw ScenarioError(where, key, "must be positive");
-        field = v;
-      } catch (const YAML::Exception&) {
-        throw ScenarioError(where, key, "expected a number");
-      }
-    });
-  };
   std::map<std::string, std::pair<std::string, Apply>> known = {
-      {"efficiency.gemm", {"cluster.efficiency.gemm", fraction(c.efficiency.gemm)}},
-      {"efficiency.attention", {"cluster.efficiency.attention", fraction(c.efficiency.attention)}},
-      {"efficiency.memory", {"cluster.efficiency.memory", fraction(c.efficiency.memory)}},
-      {"efficiency.gemm_memory", {"cluster.efficiency.gemm_memory", fraction(c.efficiency.gemm_memory)}},
-      {"efficiency.gemm_overlap", {"cluster.efficiency.gemm_overlap", share(c.efficiency.gemm_overlap)}},
+      {"efficiency.gemm", {"cluster.efficiency.gemm", number(c.efficiency.gemm)}},
+      {"efficiency.attention", {"cluster.efficiency.attention", number(c.efficiency.attention)}},
+      {"efficiency.memory", {"cluster.efficiency.memory", number(c.efficiency.memory)}},
+      {"efficiency.gemm_memory", {"cluster.efficiency.gemm_memory", number(c.efficiency.gemm_memory)}},
+      {"efficiency.gemm_overlap", {"cluster.efficiency.gemm_overlap", number(c.efficiency.gemm_overlap)}},
       {"runtime.cuda_context", {"cluster.runtime.cuda_context", bytes(c.runtime.cuda_context)}},
       {"runtime.nccl_buffers", {"cluster.runtime.nccl_buffers", bytes(c.runtime.nccl_buffers)}},
       {"runtime.framework_overhead", {"cluster.runtime.framework_overhead", bytes(c.runtime.framework_overhead)}},
       {"runtime.cuda_graph_pool", {"cluster.runtime.cuda_graph_pool", bytes(c.runtime.cuda_graph_pool)}},
-      {"runtime.allocator_waste", {"cluster.runtime.allocator_waste", positive(c.runtime.allocator_waste)}},
+      {"runtime.allocator_waste", {"cluster.runtime.allocator_waste", number(c.runtime.allocator_waste)}},
       {"runtime.eager_layer_overhead",
        {"cluster.runtime.eager_layer_overhead", measured(parse_duration, c.runtime.eager_layer_overhead)}},
       {"host.pcie_bandwidth", {"cluster.host.pcie_bandwidth", bandwidth(c.host.pcie_bandwidth)}},
-      {"host.cpu_adam_params_per_s", {"cluster.host.cpu_adam_params_per_s", positive(c.host.cpu_adam_params_per_s)}},
+      {"host.cpu_adam_params_per_s", {"cluster.host.cpu_adam_params_per_s", number(c.host.cpu_adam_params_per_s)}},
       // Measured device figures (the host device has no datasheet): they replace the catalog's.
       {"gpu.hbm_bandwidth", {"cluster.gpu.hbm_bandwidth", bandwidth(c.gpu.hbm_bandwidth)}},
       {"intra_node.bandwidth", {"cluster.intra_node.bandwidth", bandwidth(c.intra_node.bandwidth)}},
@@ -97,10 +141,10 @@ void apply_calibration(const std::string& path, const ParamValues& scenario, Clu
                                  {"kv_write", &c.kv_write_elements_per_s}}) {
       if (std::string(kernel) == "kv_write" && std::string(format) == "kivi_fp16") continue;  // no such kernel
       const std::string key = std::string("kernels.") + kernel + "." + format;
-      known[key] = {"cluster." + key, Apply([rates, format, positive](const YAML::Node& n, const SourceLocation& where,
+      known[key] = {"cluster." + key, Apply([rates, format, number](const YAML::Node& n, const SourceLocation& where,
                                                                       const std::string& k) {
                       double rate = 0;
-                      positive(rate)(n, where, k);
+                      number(rate)(n, where, k);
                       (*rates)[format] = rate;
                     })};
     }
@@ -111,7 +155,9 @@ void apply_calibration(const std::string& path, const ParamValues& scenario, Clu
                                   Apply([&c, p](const YAML::Node& n, const SourceLocation& where, const std::string& key) {
                                     try {
                                       if (!n.IsScalar()) throw UnitError("expected a rate such as 61.2GFLOPS");
-                                      c.gpu.flops[p] = parse_flops_rate(n.Scalar());
+                                      const FlopsPerSec rate = parse_flops_rate(n.Scalar());
+                                      check_calibration_value(key, rate.value(), where);
+                                      c.gpu.flops[p] = rate;
                                     } catch (const UnitError& e) {
                                       throw ScenarioError(where, key, e.what());
                                     }
@@ -122,6 +168,7 @@ void apply_calibration(const std::string& path, const ParamValues& scenario, Clu
   const std::vector<std::string> sections = {"efficiency", "runtime", "host", "gpu", "intra_node", "kernels", "nvme", "device", "collectives"};
   // Walks nested mappings, naming each leaf by its dotted path ("gpu.flops.fp32").
   std::function<void(const YAML::Node&, const std::string&)> walk = [&](const YAML::Node& body, const std::string& prefix) {
+    refuse_duplicate_keys(path, body, prefix);
     for (auto entry = body.begin(); entry != body.end(); ++entry) {
       const std::string key = prefix + "." + entry->first.Scalar();
       const YAML::Mark mark = entry->second.Mark();
@@ -146,16 +193,20 @@ void apply_calibration(const std::string& path, const ParamValues& scenario, Clu
           } catch (const UnitError& e) {
             throw ScenarioError(at, key, std::string("a working set such as 8MiB: ") + e.what());
           }
-          positive(rate)(point->second, at, key);
+          number(rate)(point->second, at, key);
           table[working_set] = rate;
         }
         continue;
       }
-      if (key == "efficiency.gemm_by_rows") {
-        // Measured GEMM efficiency by rows; the scenario's own `efficiency.gemm` replaces the table.
+      if (key == "efficiency.gemm_by_rows" || key == "efficiency.gemm_memory_by_rows") {
+        // Measured GEMM efficiency (or, from memory, the whole GEMM's weight rate) by rows.
         if (!entry->second.IsMap()) throw ScenarioError(where, key, "expected a mapping of rows to fractions, e.g. {64: 0.7, 512: 0.95}");
-        if (scenario.given_by_user("cluster.efficiency.gemm")) continue;
-        c.efficiency.gemm_by_rows.clear();
+        const bool memory = key == "efficiency.gemm_memory_by_rows";
+        // The scenario's own `efficiency.gemm` (or `gemm_memory`) replaces the table.
+        if (scenario.given_by_user(memory ? "cluster.efficiency.gemm_memory" : "cluster.efficiency.gemm")) continue;
+        auto& table = memory ? c.efficiency.gemm_memory_by_rows : c.efficiency.gemm_by_rows;
+        table.clear();
+        refuse_duplicate_keys(path, entry->second, key);
         for (auto point = entry->second.begin(); point != entry->second.end(); ++point) {
           const SourceLocation at{path, point->first.Mark().line + 1, point->first.Mark().column + 1};
           int rows = 0;
@@ -166,8 +217,8 @@ void apply_calibration(const std::string& path, const ParamValues& scenario, Clu
           }
           if (rows <= 0) throw ScenarioError(at, key, "rows must be a positive integer");
           double value = 0;
-          fraction(value)(point->second, at, key + "." + std::to_string(rows));
-          c.efficiency.gemm_by_rows[rows] = value;
+          number(value)(point->second, at, key + "." + std::to_string(rows));
+          table[rows] = value;
         }
         continue;
       }
@@ -181,6 +232,7 @@ void apply_calibration(const std::string& path, const ParamValues& scenario, Clu
       it->second.second(entry->second, where, key);
     }
   };
+  refuse_duplicate_keys(path, root, "");
   for (auto section = root.begin(); section != root.end(); ++section) {
     const std::string top = section->first.Scalar();
     if (top == "device") continue;  // free text

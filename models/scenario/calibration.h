@@ -15,10 +15,16 @@
 //   device: free text
 #include <string>
 
+#include <yaml-cpp/yaml.h>
+
 #include "models/scenario.h"
 #include "models/scenario/param_values.h"
 
 namespace memtwin {
+
+/// Throws ScenarioError naming the second occurrence of a key repeated in `map` (`prefix` names
+/// the map in the message).
+void refuse_duplicate_keys(const std::string& path, const YAML::Node& map, const std::string& prefix);
 
 /// Applies the file to `cluster`. Throws ScenarioError naming the calibration file, line and key.
 void apply_calibration(const std::string& path, const ParamValues& scenario, Cluster& cluster);

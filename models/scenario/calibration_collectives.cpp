@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "models/comm/collective_model.h"
+#include "models/scenario/calibration.h"
 #include "models/scenario/did_you_mean.h"
 #include "models/unit_parse.h"
 
@@ -19,6 +20,7 @@ SourceLocation at(const std::string& path, const YAML::Node& node) {
 std::vector<MeasuredCollective> read_measured_collectives(const std::string& path, const YAML::Node& section) {
   const std::string key = "collectives.measured";
   const std::vector<std::string> known_sections = {"measured"};
+  refuse_duplicate_keys(path, section, "collectives");
   for (auto entry = section.begin(); entry != section.end(); ++entry) {
     const std::string name = entry->first.Scalar();
     if (name != "measured") {
@@ -35,6 +37,7 @@ std::vector<MeasuredCollective> read_measured_collectives(const std::string& pat
     const YAML::Node item = list[i];
     const std::string item_key = key + "[" + std::to_string(i) + "]";
     if (!item.IsMap()) throw ScenarioError(at(path, item), item_key, "expected a mapping");
+    refuse_duplicate_keys(path, item, item_key);
     for (auto f = item.begin(); f != item.end(); ++f) {
       const std::string field = f->first.Scalar();
       if (std::find(fields.begin(), fields.end(), field) == fields.end()) {

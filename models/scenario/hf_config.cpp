@@ -3,6 +3,8 @@
 #include <filesystem>
 #include <optional>
 
+#include "models/scenario/calibration.h"
+
 namespace memtwin {
 namespace {
 
@@ -21,6 +23,9 @@ YAML::Node read_hf_config(const std::string& path, const SourceLocation& where) 
   if (!std::filesystem::exists(path)) {
     throw ScenarioError(where, "model.hf_config", "file not found: " + path);
   }
+  if (!std::filesystem::is_regular_file(path)) {
+    throw ScenarioError(where, "model.hf_config", path + " is not a regular file");
+  }
   YAML::Node loaded;
   try {
     loaded = YAML::LoadFile(path);  // JSON is a subset of YAML 1.2; yaml-cpp reads config.json as is
@@ -30,6 +35,7 @@ YAML::Node read_hf_config(const std::string& path, const SourceLocation& where) 
   }
   const YAML::Node& config = loaded;
   if (!config.IsMap()) throw ScenarioError(where, "model.hf_config", path + " is not a JSON object");
+  refuse_duplicate_keys(path, config, "");
 
   const std::string type = config["model_type"].IsDefined() ? config["model_type"].as<std::string>() : "";
   YAML::Node out(YAML::NodeType::Map);

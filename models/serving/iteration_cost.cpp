@@ -124,7 +124,11 @@ double IterationModel::compute_seconds(const IterationLoad& load) const {
   const double gemm_flops = 2 * (body_params_ * tokens + head_params_ * sampled) / tp_;
   const double arithmetic = std::max(gemm_flops / (peak_flops_ * eff.gemm_at(tokens)), weight_dequant_ops_ / (fp32_flops_ * eff.gemm));
   const double weight_reads = weight_bytes_ / (hbm_ * eff.gemm_memory);
-  const double gemms = eff.gemm_overlap * std::max(arithmetic, weight_reads) + (1 - eff.gemm_overlap) * (arithmetic + weight_reads);
+  double gemms = eff.gemm_overlap * std::max(arithmetic, weight_reads) + (1 - eff.gemm_overlap) * (arithmetic + weight_reads);
+  // Where the GEMMs at this many rows were measured whole from memory, their measured rate.
+  if (const double measured = eff.gemm_memory_at(tokens); measured > 0) {
+    gemms = std::max(weight_bytes_ / (hbm_ * measured), weight_dequant_ops_ / (fp32_flops_ * eff.gemm));
+  }
 
   const double kv_elements = load.decode_context * kv_elements_per_token_ / tp_;
   double decode_attention = 0;

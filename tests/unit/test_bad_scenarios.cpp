@@ -44,3 +44,23 @@ TEST_CASE("each bad scenario is rejected with its expected message, file and lin
     }
   }
 }
+
+TEST_CASE("each bad calibration file is refused with its expected message, naming it and the line", "[unit]") {
+  auto files = test::files_under("tests/bad_inputs/calibration", ".yaml");
+  REQUIRE(files.size() >= 10);
+  for (const auto& f : files) {
+    const Expectation expected = read_expectation(f);
+    INFO(f);
+    REQUIRE_FALSE(expected.message.empty());
+    const std::string text = "name: calibrated\ncluster: {nodes: 1, gpus_per_node: 2, gpu: h100-sxm, calibration: " + f +
+                             "}\nmodel: llama-2-7b\ntraining: {micro_batch: 1, seq_len: 2048, global_batch: 2}\n";
+    try {
+      load_scenario_text(text, "calibrated.yaml", ".");
+      FAIL("accepted a bad calibration file");
+    } catch (const ScenarioError& e) {
+      CHECK_THAT(e.what(), Catch::Contains(expected.message));
+      CHECK(e.where().file == f);
+      if (expected.line > 0) CHECK(e.where().line == expected.line);
+    }
+  }
+}

@@ -311,3 +311,12 @@ TEST_CASE("eviction support: H2O scores, SnapKV votes, entropy, selection and co
     CHECK(std::equal(cache.begin() + off, cache.begin() + off + vb, before.begin() + off));
   }
 }
+
+TEST_CASE("memtwin kernels refuses a top-k below 1 (it read before its buffer) with exit 2", "[unit]") {
+  for (const char* k : {"-5", "0"}) {
+    auto r = memtwin::test::run_memtwin({"kernels", "--tokens", "64", "--topk", k});
+    INFO(k << ": " << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains("--topk must be at least 1"));
+  }
+}

@@ -45,6 +45,29 @@ TEST_CASE("a sweep runs the product of the grids in parallel and records invalid
   CHECK(invalid == 2);
 }
 
+TEST_CASE("a parallel sweep writes the same bytes every time, its points in order", "[unit]") {
+  auto read = [](const std::string& path) {
+    std::ifstream in(path);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  std::string jsonl[2], csv[2];
+  for (int run = 0; run < 2; ++run) {
+    const std::string dir = "/tmp/memtwin-test-sweep-order" + std::to_string(run);
+    std::filesystem::remove_all(dir);
+    // Points of unequal cost (simulated steps of several lengths) finish out of order under -j 3.
+    auto r = run_memtwin({"sweep", source_path("scenarios/quickstart.yaml"), "--grid", "training.seq_len=4096,512,2048,1024",
+                          "--grid", "training.micro_batch=2,1", "-j", "3", "--out", dir});
+    REQUIRE(r.exit_code == 0);
+    jsonl[run] = read(dir + "/points.jsonl");
+    csv[run] = read(dir + "/points.csv");
+    std::size_t expected = 0;
+    for (const auto& p : lines(dir + "/points.jsonl")) CHECK(p["point"].get<std::size_t>() == expected++);
+    CHECK(expected == 8);
+  }
+  CHECK(jsonl[0] == jsonl[1]);
+  CHECK(csv[0] == csv[1]);
+}
+
 TEST_CASE("resuming a killed sweep loses no point and repeats none", "[unit]") {
   const std::string dir = "/tmp/memtwin-test-sweep-resume";
   std::filesystem::remove_all(dir);

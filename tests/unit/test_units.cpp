@@ -1,5 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include <cstdint>
+#include <limits>
+
 #include "models/unit_parse.h"
 
 using namespace memtwin;
@@ -50,4 +53,10 @@ TEST_CASE("canonical formatting parses back to the same value", "[unit]") {
   }
   CHECK(format_duration(parse_duration("2us")) == "2us");
   CHECK(format_flops_rate(parse_flops_rate("989TFLOPS")) == "989TFLOPS");
+}
+
+TEST_CASE("a negative size prints with its sign, the most negative one included", "[unit]") {
+  CHECK(human_bytes(Bytes(-1536)) == "-1.5 KiB");
+  // -INT64_MIN does not fit an int64: formatting it must not negate the integer (it recursed).
+  CHECK(human_bytes(Bytes(std::numeric_limits<std::int64_t>::min())).front() == '-');
 }
