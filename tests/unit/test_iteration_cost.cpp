@@ -119,3 +119,18 @@ TEST_CASE("a calibrated decode-attention table is read at the model's head_dim, 
   CHECK(h2o > 5 * h2o_roofline);  // 1e9 elements/s is far below an H100's roofline
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("a decode iteration's weight GEMMs take the time measured whole at its row count", "[unit]") {
+  // t(f) = rest + W / (hbm x f): halving the measured fraction at one row adds W / hbm, then twice that.
+  auto decode_one = [](double fraction) {
+    const std::string path = "/tmp/memtwin-test-gemm-rows-" + std::to_string(fraction) + ".yaml";
+    std::ofstream(path) << "efficiency:\n  gemm_memory_by_rows: {1: " << fraction << ", 8: 0.3, 64: 0.2}\n";
+    return IterationModel(load_scenario_file(source_path("scenarios/host/serve-fp16-kv.yaml"),
+                                             {"cluster.calibration=" + path})
+                              .scenario)
+        .decode_alone(200);
+  };
+  const double t1 = decode_one(0.5), t2 = decode_one(0.25), t3 = decode_one(0.125);
+  CHECK(t2 > t1);
+  CHECK(t3 - t2 == Approx(2 * (t2 - t1)).epsilon(1e-9));
+}
