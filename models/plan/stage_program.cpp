@@ -80,6 +80,26 @@ bool gathers_parameters(const Training& t) {
           (t.sharding.fsdp_mode == FsdpMode::full_shard || t.sharding.fsdp_mode == FsdpMode::hybrid_shard));
 }
 
+namespace {
+
+bool deepspeed_zero3(const Training& t) {
+  return t.framework == Framework::deepspeed && t.sharding.strategy == ShardingStrategy::zero && t.sharding.zero_stage == 3;
+}
+
+// Blocks DeepSpeed's ZeRO-3 coordinator gathers ahead of the one computing: it prefetches up to
+// stage3_prefetch_bucket_size parameters ahead (at least the next parameter, so at least the next
+// block's first), as long as every gathered parameter stays within stage3_max_live_parameters.
+// A block of more than half max_live_parameters is never prefetched: its gather waits for the
+// previous block's release (175B GPT: 1.8e9 parameters per block against the default 1e9).
+int deepspeed_prefetch_blocks(const DeepSpeedBuckets& b, double block_params) {
+  if (block_params <= 0) return 1;
+  const double by_bucket = std::max(1.0, std::floor(b.prefetch_bucket_size / block_params));
+  const double by_live = std::floor(b.max_live_parameters / block_params) - 1;
+  return static_cast<int>(std::clamp(std::min(by_bucket, by_live), 0.0, 1e6));
+}
+
+}  // namespace
+
 struct StageProgramBuilder::Impl {
   Impl(const Scenario& sc, const StageSpec& sp, Program& program)
       : s(sc), t(*sc.training), m(sc.model), spec(sp), e(program), block(block_cost(sc)),
@@ -88,7 +108,8 @@ struct StageProgramBuilder::Impl {
     tokens = static_cast<double>(t.seq_len) * t.micro_batch;
     tp = t.parallelism.tensor;
     gather = gathers_parameters(t);
-    prefetch = t.sharding.limit_all_gathers ? 1 : 2;
+    prefetch = deepspeed_zero3(t) ? deepspeed_prefetch_blocks(t.sharding.deepspeed, block.params)
+                                  : (t.sharding.limit_all_gathers ? 1 : 2);
     shard_role = spec.hybrid ? "shard" : "dp";
     const ParameterCount count = count_parameters(m);
     const double head = (m.tied_embeddings ? count.embedding : count.lm_head) / tp;

@@ -437,6 +437,24 @@ training:
   // device, scenarios/host/train-moe-ep2-2ranks.yaml.)
 }
 
+TEST_CASE("DeepSpeed ZeRO-3 prefetches what stage3_max_live_parameters allows, not FSDP's depth", "[unit]") {
+  const std::string file = write_scenario("deepspeed-live", R"(
+name: deepspeed-live
+cluster: {nodes: 1, gpus_per_node: 8, gpu: h100-sxm}
+model: llama-2-7b
+training: {framework: deepspeed, micro_batch: 1, seq_len: 2048, global_batch: 16, sharding: {strategy: zero, stage: 3}}
+)");
+  // Llama-2-7B's blocks hold 202M parameters: the default 1e9 live parameters let the next block's
+  // gather run under this block's compute; 3e8 cannot hold two blocks, so each gather waits for the
+  // previous block's release and none of it hides.
+  const auto ahead = sim_run(file);
+  const auto serial = sim_run(file, {"training.sharding.max_live_parameters=3e8"});
+  CHECK(ahead["time"]["exposed_comm_s"].get<double>() < 0.9 * ahead["time"]["comm_busy_s"].get<double>());
+  CHECK(serial["time"]["exposed_comm_s"].get<double>() == Approx(serial["time"]["comm_busy_s"].get<double>()).epsilon(1e-6));
+  CHECK(serial["time"]["step_s"].get<double>() > ahead["time"]["step_s"].get<double>());
+  CHECK(serial["memory"]["gpu"]["peak_bytes"].get<double>() < ahead["memory"]["gpu"]["peak_bytes"].get<double>());
+}
+
 TEST_CASE("a simulation with more actors than the machine's memory maps is refused with what to do instead", "[unit]") {
   // The example as written runs at fast fidelity.
   CHECK(run_memtwin({"run", source_path("scenarios/training/llama3.1-405b-16k-h100.yaml"), "--json"}).exit_code == 0);
