@@ -1,5 +1,7 @@
 #include "models/plan/training_plan.h"
 
+#include <cstdio>
+
 #include "models/memory/model_states.h"
 #include "models/model_facts.h"
 #include "models/plan/stage_program.h"
@@ -14,6 +16,10 @@ double model_flops_per_gpu_step(const Scenario& s) {
   return 3 * forward_flops_per_token(s.model, t.seq_len).value() * tokens_per_gpu;
 }
 
+namespace {
+constexpr double kMaxOpsPerProgram = 2e7;  // about 4 GB of ops
+}  // namespace
+
 Plan build_training_plan(const Scenario& s) {
   const Training& t = *s.training;
   const ModelSpec& m = s.model;
@@ -25,6 +31,18 @@ Plan build_training_plan(const Scenario& s) {
   const int dp = gpus / (tp * pp);
   const int microbatches = t.global_batch / (t.micro_batch * dp);
   const int chunks = t.parallelism.schedule == PipelineSchedule::interleaved ? t.parallelism.interleave : 1;
+  // Each micro-batch emits some 15 ops per block of a stage, forward and backward: refuse a plan
+  // whose programs would not fit in memory (about 200 bytes an op) before building it.
+  const double ops_per_program = 15.0 * microbatches * (static_cast<double>(m.layers) / pp);
+  if (ops_per_program > kMaxOpsPerProgram) {
+    char estimate[64];
+    std::snprintf(estimate, sizeof estimate, "%.3g", ops_per_program);
+    throw PlanUnsupported(std::string("a step of ") + std::to_string(microbatches) + " micro-batches over " +
+                          std::to_string(m.layers / pp) + " blocks per stage is about " + estimate +
+                          " plan ops per rank, past the " + std::to_string(static_cast<long>(kMaxOpsPerProgram)) +
+                          " a plan is built for (about 4 GB); a larger training.micro_batch makes fewer micro-batches "
+                          "(the memory model needs no plan: --backend analytic)");
+  }
   if (chunks > 1 && microbatches % pp != 0) {
     throw PlanUnsupported("the interleaved schedule needs the micro-batches per step (" + std::to_string(microbatches) +
                           ") to be a multiple of the pipeline stages (" + std::to_string(pp) + "), as Megatron-LM does");

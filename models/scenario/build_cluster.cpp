@@ -110,6 +110,14 @@ Cluster build_cluster(const ParamValues& v) {
   Cluster c;
   c.nodes = v.int32("cluster.nodes");
   c.gpus_per_node = v.int32("cluster.gpus_per_node");
+  // Counts multiply into int32 GPU indices everywhere downstream: refuse a product past what is
+  // modelled before it can wrap (a wrapped 0 divided the data-parallel size).
+  constexpr std::int64_t kMaxGpus = std::int64_t{1} << 20;
+  if (static_cast<std::int64_t>(c.nodes) * c.gpus_per_node > kMaxGpus) {
+    v.fail("cluster.nodes", std::to_string(c.nodes) + " nodes x " + std::to_string(c.gpus_per_node) + " GPUs is " +
+                                std::to_string(static_cast<std::int64_t>(c.nodes) * c.gpus_per_node) +
+                                " GPUs: memtwin models clusters of up to 1,048,576 GPUs");
+  }
   c.gpu = build_gpu(v);
 
   const bool has_nvlink = c.gpu.nvlink_bandwidth.has_value();

@@ -261,6 +261,14 @@ TEST_CASE("backends refuse what they cannot run, with exit code 2", "[unit]") {
                         "training.sharding.shard_group=4"});
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Catch::Contains("expert parallelism") && Catch::Contains("--backend analytic"));
+  // Steps whose plan would not fit in memory are refused before it is built (they ran out of
+  // memory with bad_alloc): 250 million micro-batches, a million layers.
+  for (const char* set : {"training.global_batch=2000000000", "model.layers=1000000"}) {
+    auto huge = run_memtwin({"run", source_path("scenarios/quickstart.yaml"), "--backend", "sim", "--set", set});
+    INFO(set << ": " << huge.err);
+    CHECK(huge.exit_code == 2);
+    CHECK_THAT(huge.err, Catch::Contains("plan ops per rank"));
+  }
 }
 
 // Fast fidelity simulates `fast_ranks` of `ranks` and predicts the full cluster's step, memory
