@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes the scenario loader with libFuzzer (clang) for SECONDS (default 120), seeded with every
-# example and bad scenario. A benchmark-style check, not part of CI. Crashes land in fuzz-out/.
+# example and bad scenario; an input slower than 10 s counts as a failure (a hang). A
+# benchmark-style check, not part of CI. Crashes land in fuzz-out/.
 #   scripts/fuzz-loader.sh [SECONDS]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -14,4 +15,4 @@ corpus="$root/fuzz-out/corpus"
 mkdir -p "$corpus" "$root/fuzz-out/crashes"
 find "$root/scenarios" "$root/tests/bad_scenarios" -name '*.yaml' -exec cp {} "$corpus/" \;
 "$build/fuzz_scenario_loader" "$corpus" -max_total_time="$seconds" -max_len=4096 \
-  -artifact_prefix="$root/fuzz-out/crashes/" -print_final_stats=1
+  -timeout=10 -artifact_prefix="$root/fuzz-out/crashes/" -print_final_stats=1

@@ -137,8 +137,11 @@ void apply_calibration(const std::string& path, const ParamValues& scenario, Clu
   known["nvme.read_bandwidth"] = {"cluster.nvme.read_bandwidth", bandwidth(c.nvme ? c.nvme->read_bandwidth : ignored_read)};
   known["nvme.write_bandwidth"] = {"cluster.nvme.write_bandwidth", bandwidth(c.nvme ? c.nvme->write_bandwidth : ignored_write)};
   for (const char* format : kKvKernelFormats) {
-    for (auto [kernel, rates] : {std::pair{"decode_attention", &c.decode_attention_elements_per_s},
-                                 {"kv_write", &c.kv_write_elements_per_s}}) {
+    for (const auto& entry : {std::pair{"decode_attention", &c.decode_attention_elements_per_s},
+                              {"kv_write", &c.kv_write_elements_per_s}}) {
+      // Named copies, not a structured binding: clang 14 cannot capture one in the lambda below.
+      const char* kernel = entry.first;
+      std::map<std::string, double>* rates = entry.second;
       if (std::string(kernel) == "kv_write" && std::string(format) == "kivi_fp16") continue;  // no such kernel
       const std::string key = std::string("kernels.") + kernel + "." + format;
       known[key] = {"cluster." + key, Apply([rates, format, number](const YAML::Node& n, const SourceLocation& where,

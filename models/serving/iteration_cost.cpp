@@ -180,7 +180,7 @@ double IterationModel::seconds(const IterationLoad& load) const {
   if (tp_ > 1) {
     // The tensor-parallel group sits inside one node; the collective model prices each call.
     comm = tp_all_reduces() *
-           CollectiveModel(s_.cluster).cost(Collective::all_reduce, {tp_, 1}, tp_all_reduce_bytes(load)).time().value();
+           CollectiveModel(s_.cluster).cost(Collective::all_reduce, {static_cast<int>(tp_), 1}, tp_all_reduce_bytes(load)).time().value();
   }
   return compute_seconds(load) + comm;
 }
