@@ -11,6 +11,7 @@
 
 #include "models/scenario/calibration_collectives.h"
 #include "models/scenario/did_you_mean.h"
+#include "models/scenario/yaml_limits.h"
 #include "models/schema.h"
 #include "models/unit_parse.h"
 
@@ -81,6 +82,7 @@ void apply_calibration(const std::string& path, const ParamValues& scenario, Clu
     throw ScenarioError({path, e.mark.line + 1, e.mark.column + 1}, "", "not a valid calibration file: " + e.msg);
   }
   if (!root.IsMap()) throw ScenarioError({path, 1, 1}, "", "a calibration file is a mapping");
+  refuse_alias_expansion(root, path);
   // Each calibration key, the scenario key it stands in for, and how to apply it.
   using Apply = std::function<void(const YAML::Node&, const SourceLocation&, const std::string&)>;
   // Every value obeys the range of the scenario key it stands in for (one definition: the schema),

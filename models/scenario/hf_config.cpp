@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "models/scenario/calibration.h"
+#include "models/scenario/yaml_limits.h"
 
 namespace memtwin {
 namespace {
@@ -35,6 +36,7 @@ YAML::Node read_hf_config(const std::string& path, const SourceLocation& where) 
   }
   const YAML::Node& config = loaded;
   if (!config.IsMap()) throw ScenarioError(where, "model.hf_config", path + " is not a JSON object");
+  refuse_alias_expansion(config, path);
   refuse_duplicate_keys(path, config, "");
 
   const std::string type = config["model_type"].IsDefined() ? config["model_type"].as<std::string>() : "";

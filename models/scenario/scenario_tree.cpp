@@ -7,6 +7,7 @@
 #include "models/embedded.h"
 #include "models/scenario/did_you_mean.h"
 #include "models/scenario/hf_config.h"
+#include "models/scenario/yaml_limits.h"
 #include "models/schema.h"
 
 namespace memtwin {
@@ -206,6 +207,7 @@ ScenarioTree build_scenario_tree(std::string_view text, const std::string& file,
   tree.base_dir = base_dir;
   tree.root = parse_yaml(text, file);
   if (!tree.root || tree.root.IsNull()) throw ScenarioError({file, 1, 1}, "", "the scenario is empty");
+  refuse_alias_expansion(tree.root, file);
   if (!tree.root.IsMap()) {
     throw ScenarioError(at(file, tree.root.Mark()), "", "a scenario is a mapping with name, cluster, model and training or inference");
   }
