@@ -14,6 +14,7 @@
 // `memtwin calibrate --nccl-tests`) replaces the model for its kind and group. On the host device
 // (MPI) and for GPUs of no known generation the library is a plain ring: one link latency per step.
 // docs/collectives.md gives every constant's source.
+#include <optional>
 #include <string>
 
 #include "models/plan/plan.h"

@@ -1,0 +1,138 @@
+// Collectives and framework communication in the training simulator, held to the collective
+// model (models/comm/collective_model.h) and to the frameworks' knobs.
+#include <catch2/catch.hpp>
+
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "models/comm/collective_model.h"
+#include "models/scenario_loader.h"
+#include "models/serving/iteration_cost.h"
+#include "tests/unit/sim_helpers.h"
+
+using namespace memtwin;
+using test::kNode;
+using test::probe;
+using test::run_memtwin;
+using test::sim_run;
+using test::write_scenario;
+
+TEST_CASE("a collective on idle links takes the collective model's time, whichever algorithm NCCL picks", "[unit]") {
+  // One node of H100s (NVLS available), one of A100s, a host-device ring, and 2 and 4 nodes of
+  // A100s (rings across rails; trees and the ring's plateau for all-reduce).
+  const std::string h100 = write_scenario("idle-h100", kNode);
+  const std::string a100 = write_scenario("idle-a100", R"(
+name: idle-a100
+cluster: {nodes: 1, gpus_per_node: 8, gpu: a100-80gb}
+model: llama-2-7b
+training: {micro_batch: 1, seq_len: 2048, global_batch: 8}
+)");
+  const std::string ring = write_scenario("idle-ring", R"(
+name: idle-ring
+cluster: {nodes: 1, gpus_per_node: 8, gpu: a100-80gb, collectives: {library: ring}, intra_node: {latency: 3us}}
+model: llama-2-7b
+training: {micro_batch: 1, seq_len: 2048, global_batch: 8}
+)");
+  const std::string nodes4 = write_scenario("idle-4nodes", R"(
+name: idle-4nodes
+cluster: {nodes: 4, gpus_per_node: 8, gpu: a100-80gb, inter_node: {nic_bandwidth: 200Gbps}}
+model: llama-2-7b
+training: {micro_batch: 1, seq_len: 2048, global_batch: 32}
+)");
+  std::set<std::string> algorithms;
+  for (const auto& [file, max_ranks] : std::vector<std::pair<std::string, int>>{{h100, 8}, {a100, 8}, {ring, 8}, {nodes4, 32}}) {
+    const Scenario s = load_scenario_file(file).scenario;
+    const CollectiveModel model(s.cluster);
+    for (int n : {2, 8, 16, 32}) {
+      if (n > max_ranks) continue;
+      const int nodes = std::max(1, n / s.cluster.gpus_per_node);
+      for (const char* kind : {"all_reduce", "all_gather", "reduce_scatter"}) {
+        for (double bytes : {64e3, 1e6, 256e6}) {
+          INFO(file << " n=" << n << " " << kind << " bytes=" << bytes);
+          const CollectiveCost cost = model.cost(*parse_collective(kind), {n, nodes}, bytes);
+          algorithms.insert(cost.basis);
+          INFO(cost.basis);
+          CHECK(probe(file, kind, bytes, n) == Approx(cost.time().value()).epsilon(1e-6));
+        }
+      }
+    }
+  }
+  // The cases above exercise several of NCCL's choices, and the plain ring.
+  CHECK(algorithms.count("nccl nvls/simple") == 1);
+  CHECK(algorithms.count("nccl tree/simple") + algorithms.count("nccl tree/ll128") + algorithms.count("nccl tree/ll") >= 1);
+  CHECK(algorithms.count("nccl ring/simple") == 1);
+  CHECK(algorithms.count("ring") == 1);
+  CHECK(algorithms.size() >= 5);
+}
+
+TEST_CASE("the analytic backend, the simulator on idle links and serving's tensor parallelism time a collective alike", "[unit]") {
+  // One all-reduce of a 2,048-token activation over 8 H100s (NVLS): Llama-2-7B with tensor
+  // parallelism 8 trained (its plan's all-reduces), simulated alone, and served (its TP cost).
+  const std::string training = write_scenario("same-training", R"(
+name: same-training
+cluster: {nodes: 1, gpus_per_node: 8, gpu: h100-sxm}
+model: llama-2-7b
+training: {micro_batch: 1, seq_len: 2048, global_batch: 2, parallelism: {tensor: 8}}
+)");
+  const std::string serving = write_scenario("same-serving", R"(
+name: same-serving
+cluster: {nodes: 1, gpus_per_node: 8, gpu: h100-sxm}
+model: llama-2-7b
+inference: {serving: {tensor_parallel: 8}, workload: {rate: 1/s, requests: 10, prompt_tokens: 2048, output_tokens: 8}}
+)");
+  const Scenario s = load_scenario_file(training).scenario;
+  const double bytes = 2048.0 * s.model.hidden * 2;
+  const double model = CollectiveModel(s.cluster).cost(Collective::all_reduce, {8, 1}, bytes).time().value();
+
+  auto analytic = run_memtwin({"run", training, "--backend", "analytic", "--json"});
+  REQUIRE(analytic.exit_code == 0);
+  const auto doc = nlohmann::json::parse(analytic.out);
+  const double calls = doc["communication"]["calls"]["all_reduce"];
+  REQUIRE(calls > 0);
+  CHECK(doc["communication"]["time_s"]["all_reduce"].get<double>() / calls == Approx(model).epsilon(1e-9));
+  // The simulated step's communication stream is busy exactly that long (one group, no contention).
+  CHECK(sim_run(training)["time"]["comm_busy_s"].get<double>() == Approx(calls * model).epsilon(1e-6));
+
+  CHECK(probe(training, "all_reduce", bytes, 8) == Approx(model).epsilon(1e-6));
+
+  const IterationModel served(load_scenario_file(serving).scenario);
+  IterationLoad load;
+  load.prefill_tokens = 2048;
+  CHECK((served.seconds(load) - served.compute_seconds(load)) / served.tp_all_reduces() == Approx(model).epsilon(1e-9));
+}
+
+TEST_CASE("the plain ring library is the alpha-beta closed form", "[unit]") {
+  const std::string file = write_scenario("alpha-beta", R"(
+name: alpha-beta
+cluster: {nodes: 1, gpus_per_node: 8, gpu: h100-sxm, collectives: {library: ring}, intra_node: {bandwidth: 400GB/s, latency: 3us}}
+model: llama-2-7b
+training: {micro_batch: 1, seq_len: 2048, global_batch: 8}
+)");
+  const double alpha = 3e-6, bw = 400e9;
+  for (int n : {2, 4, 8}) {
+    for (double bytes : {1e6, 256e6}) {
+      INFO("n=" << n << " bytes=" << bytes);
+      CHECK(probe(file, "all_reduce", bytes, n) == Approx(2 * (n - 1) * alpha + 2.0 * (n - 1) / n * bytes / bw).epsilon(1e-6));
+      CHECK(probe(file, "all_gather", bytes, n) == Approx((n - 1) * alpha + (n - 1.0) / n * bytes / bw).epsilon(1e-6));
+    }
+  }
+}
+
+TEST_CASE("DeepSpeed ZeRO-3 prefetches what stage3_max_live_parameters allows, not FSDP's depth", "[unit]") {
+  const std::string file = write_scenario("deepspeed-live", R"(
+name: deepspeed-live
+cluster: {nodes: 1, gpus_per_node: 8, gpu: h100-sxm}
+model: llama-2-7b
+training: {framework: deepspeed, micro_batch: 1, seq_len: 2048, global_batch: 16, sharding: {strategy: zero, stage: 3}}
+)");
+  // Llama-2-7B's blocks hold 202M parameters: the default 1e9 live parameters let the next block's
+  // gather run under this block's compute; 3e8 cannot hold two blocks, so each gather waits for the
+  // previous block's release and none of it hides.
+  const auto ahead = sim_run(file);
+  const auto serial = sim_run(file, {"training.sharding.max_live_parameters=3e8"});
+  CHECK(ahead["time"]["exposed_comm_s"].get<double>() < 0.9 * ahead["time"]["comm_busy_s"].get<double>());
+  CHECK(serial["time"]["exposed_comm_s"].get<double>() == Approx(serial["time"]["comm_busy_s"].get<double>()).epsilon(1e-6));
+  CHECK(serial["time"]["step_s"].get<double>() > ahead["time"]["step_s"].get<double>());
+  CHECK(serial["memory"]["gpu"]["peak_bytes"].get<double>() < ahead["memory"]["gpu"]["peak_bytes"].get<double>());
+}
