@@ -187,6 +187,9 @@ struct Parallelism {
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
   int interleave = 1;
   int expert = 1;
+  /// Context parallelism: each sequence split over this many ranks (Megatron-Core, Llama 3), which
+  /// hold the same weights and gather each other's keys and values for attention.
+  int context = 1;
 };
 
 /// DeepSpeed ZeRO knobs (element counts, as DeepSpeed's config takes them).

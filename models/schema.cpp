@@ -65,6 +65,9 @@ void declare_training(Table& t) {
       .choices(names(kPipelineScheduleNames));
   t.add("training.parallelism.interleave", K::integer, "1", "model chunks per stage (interleaved schedule)").at_least(1);
   t.add("training.parallelism.expert", K::integer, "1", "expert-parallel size (MoE)").at_least(1);
+  t.add("training.parallelism.context", K::integer, "1",
+        "context-parallel size: ranks splitting each sequence (keys and values all-gathered per layer)")
+      .at_least(1);
   t.add("training.sharding.strategy", K::choice, "ddp", "data-parallel sharding").choices(names(kShardingStrategyNames));
   t.add("training.sharding.stage", K::integer, none, "ZeRO stage (strategy zero; required there)").at_least(0).at_most(3);
   t.add("training.sharding.mode", K::choice, "full_shard", "FSDP sharding mode (strategy fsdp)").choices(names(kFsdpModeNames));

@@ -13,6 +13,7 @@
 #include "models/memory/serving_memory.h"
 #include "models/serving/batch_scheduler.h"
 #include "models/serving/serving_report.h"
+#include "models/validation/prediction_interval.h"
 #include "sim/serving_simulation.h"
 #include "sim/step_simulation.h"
 
@@ -105,6 +106,7 @@ class SimBackend final : public Backend {
     time["exposed_comm_s"] = std::max(0.0, step.step_s - step.compute_busy_s);
     time["comm_busy_s"] = step.comm_busy_s;
     if (t.target_tokens > 0) time["days_to_target"] = t.target_tokens / (tokens / step.step_s) / 86400;
+    add_step_interval(time, r.notes, s, step.step_s, tokens);
     r.metrics["time"] = time;
     double total = 0;
     for (const auto& [kind, bytes] : step.comm_bytes_per_gpu) {

@@ -42,6 +42,12 @@ void print_section(std::ostream& out, const std::string& prefix, const nlohmann:
     std::string path = prefix.empty() ? key : prefix + "." + key;
     if (value.is_object()) {
       print_section(out, path, value);
+    } else if (value.is_array() && value.size() == 2 && value[0].is_number() && value[1].is_number()) {
+      // A range ("step_s_interval": [lo, hi]) prints in the unit of the key it qualifies.
+      std::string unit_key = key;
+      if (ends_with(unit_key, "_interval")) unit_key.resize(unit_key.size() - 9);
+      out << "  " << std::left << std::setw(46) << path << format_value(path, unit_key, value[0]) << " .. "
+          << format_value(path, unit_key, value[1]) << "\n";
     } else if (value.is_array()) {
       continue;  // per-item arrays belong in --json or the output files
     } else {

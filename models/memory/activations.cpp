@@ -34,6 +34,13 @@ double block_activation_bytes_per_token(const ModelSpec& m, int context, int tp,
   return bytes;
 }
 
+double context_gathered_kv_bytes(const ModelSpec& m, const Training& t) {
+  if (t.parallelism.context == 1 || !m.architecture_known) return 0;
+  const double element = t.precision == Precision::fp32 ? 4 : 2;
+  const double kv_heads = std::max(1.0, static_cast<double>(m.kv_heads) / t.parallelism.tensor);
+  return 2.0 * static_cast<double>(t.seq_len) * t.micro_batch * kv_heads * m.head_dim * element;
+}
+
 ActivationMemory training_activations(const Scenario& s, const RankShare& share) {
   ActivationMemory out;
   const Training& t = *s.training;
@@ -41,10 +48,9 @@ ActivationMemory training_activations(const Scenario& s, const RankShare& share)
   if (!m.architecture_known) return out;
   const int tp = t.parallelism.tensor;
   const bool sp = t.parallelism.sequence_parallel;
-  const double tokens = static_cast<double>(t.seq_len) * t.micro_batch;
+  const double tokens = tokens_per_rank(t);
   const int pp = t.parallelism.pipeline;
-  const int dp = s.cluster.total_gpus() / (tp * pp);
-  const int microbatches = t.global_batch / (t.micro_batch * dp);
+  const int microbatches = t.global_batch / (t.micro_batch * batch_shards(s.cluster, t));
 
   // Micro-batches whose activations the first stage holds at once: 1F1B keeps p in flight
   // (Korthikanti: the first stage holds L layers' worth), interleaving adds (p-1)/(p m), GPipe all.
@@ -73,6 +79,8 @@ ActivationMemory training_activations(const Scenario& s, const RankShare& share)
     working += (m.dropout ? 5.0 : 2.0) * m.heads * static_cast<double>(t.seq_len) / tp * tokens;
   }
   if (share.has_output_layer) working += tokens * (6.0 * m.vocab / tp + 4.0 * m.hidden);
+  // Context parallelism: one block's keys and values of the whole sequence, gathered for attention.
+  working += context_gathered_kv_bytes(m, t);
   out.working = Bytes(static_cast<std::int64_t>(std::ceil(working)));
   return out;
 }

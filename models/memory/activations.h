@@ -15,6 +15,11 @@ namespace memtwin {
 double block_activation_bytes_per_token(const ModelSpec& model, int context, int tensor_parallel,
                                         bool sequence_parallel, Recompute recompute, AttentionImpl attention);
 
+/// Context parallelism: the keys and values of one block over the whole sequence, for this
+/// rank's key/value heads (replicated when tensor ranks outnumber them), as the all-gather before
+/// attention assembles them (Llama 3's all-gather form of context parallelism). Zero without it.
+double context_gathered_kv_bytes(const ModelSpec& model, const Training& training);
+
 struct ActivationMemory {
   Bytes stored;           ///< blocks' saved activations for all in-flight micro-batches
   Bytes working;          ///< the one block recomputed or being back-propagated, plus output logits

@@ -14,7 +14,7 @@ DataParallelTraffic data_parallel_traffic(const Scenario& s) {
   const double element = t.precision == Precision::fp32 ? 4 : 2;
   const double model_bytes = share.trainable * element;  // M: what one replica's gradients weigh
   const double gathered_bytes = share.parameters * element;
-  const int microbatches = t.global_batch / (t.micro_batch * dp);
+  const int microbatches = t.global_batch / (t.micro_batch * batch_shards(s.cluster, t));
   const ShardingLayout layout = sharding_layout(t, dp);
   const double ring = (layout.degree - 1.0) / layout.degree;
   const int gpus_per_node = s.cluster.gpus_per_node;

@@ -11,6 +11,14 @@ int data_parallel_size(const Cluster& cluster, const Training& t) {
   return cluster.total_gpus() / (t.parallelism.tensor * t.parallelism.pipeline);
 }
 
+int batch_shards(const Cluster& cluster, const Training& t) {
+  return data_parallel_size(cluster, t) / t.parallelism.context;
+}
+
+double tokens_per_rank(const Training& t) {
+  return static_cast<double>(t.seq_len) * t.micro_batch / t.parallelism.context;
+}
+
 RankShare rank_share(const ModelSpec& model, const Training& t) {
   RankShare share;
   const ParameterCount count = count_parameters(model);

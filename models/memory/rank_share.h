@@ -22,7 +22,16 @@ struct RankShare {
 /// The share of the first pipeline stage, or of the last one when that is heavier.
 RankShare rank_share(const ModelSpec& model, const Training& training);
 
-/// Data-parallel size: GPUs / (tensor x pipeline).
+/// Ranks holding the same weights: GPUs / (tensor x pipeline). Gradients are reduced, and ZeRO/FSDP
+/// shard, over them; with context parallelism they include the context ranks (Megatron-Core's
+/// data-parallel-with-context group).
 int data_parallel_size(const Cluster& cluster, const Training& training);
+
+/// Ranks working on different sequences: the data-parallel size over the context-parallel size.
+/// The global batch is split over them (micro-batches per step = global / (micro x batch shards)).
+int batch_shards(const Cluster& cluster, const Training& training);
+
+/// Tokens of one micro-batch on one rank: micro_batch x seq_len over the context-parallel size.
+double tokens_per_rank(const Training& training);
 
 }  // namespace memtwin

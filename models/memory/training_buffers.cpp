@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "models/memory/rank_share.h"
+
 namespace memtwin {
 namespace {
 
@@ -79,7 +81,7 @@ Bytes training_buffers(const Scenario& s, const RankShare& share) {
   }
   if (t.parallelism.pipeline > 1 && s.model.architecture_known) {
     // Send and receive buffers for activations and their gradients at each stage boundary.
-    const double boundary = static_cast<double>(t.seq_len) * t.micro_batch * s.model.hidden * element /
+    const double boundary = tokens_per_rank(t) * s.model.hidden * element /
                             (t.parallelism.sequence_parallel ? t.parallelism.tensor : 1);
     bytes += 4 * boundary;
   }
@@ -98,6 +100,7 @@ int communicators_per_gpu(const Scenario& s) {
   if (t.parallelism.tensor > 1) n += 1;
   if (t.parallelism.pipeline > 1) n += 1;
   if (t.parallelism.expert > 1) n += 1;
+  if (t.parallelism.context > 1) n += 1;
   return n;
 }
 

@@ -23,7 +23,7 @@ TrainingMemory training_memory(const Scenario& s) {
   m.trainable_parameters = share.trainable;
   m.bytes_per_param_gpu = states.bytes_per_param_gpu;
   m.in_flight_microbatches = act.in_flight_microbatches;
-  m.gradient_accumulation = t.global_batch / (t.micro_batch * m.data_parallel);
+  m.gradient_accumulation = t.global_batch / (t.micro_batch * batch_shards(s.cluster, t));
 
   m.parameters = states.parameters;
   m.gradients = states.gradients;
@@ -99,7 +99,8 @@ std::vector<std::string> training_fit_hints(const Scenario& s, const TrainingMem
     consider("training.offload.optimizer=cpu", c);
   }
   if (m.architecture_known && t.parallelism.tensor < 8 && s.model.heads % (t.parallelism.tensor * 2) == 0 &&
-      s.cluster.gpus_per_node % (t.parallelism.tensor * 2) == 0) {
+      s.cluster.gpus_per_node % (t.parallelism.tensor * 2) == 0 &&
+      (m.data_parallel / 2) % t.parallelism.context == 0) {
     Scenario c = s;
     c.training->parallelism.tensor *= 2;
     consider("training.parallelism.tensor=" + std::to_string(c.training->parallelism.tensor), c);
@@ -117,7 +118,7 @@ std::vector<std::string> training_fit_hints(const Scenario& s, const TrainingMem
   {
     Scenario c = s;
     c.cluster.nodes *= 2;
-    const int dp = data_parallel_size(c.cluster, *c.training);
+    const int dp = batch_shards(c.cluster, *c.training);
     if (c.training->global_batch % (c.training->micro_batch * dp) != 0) c.training->global_batch = c.training->micro_batch * dp;
     consider("cluster.nodes=" + std::to_string(c.cluster.nodes), c);
   }

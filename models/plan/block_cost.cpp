@@ -11,7 +11,10 @@ BlockCost block_cost(const Scenario& s) {
   const ModelSpec& m = s.model;
   const Training& t = *s.training;
   const double tp = t.parallelism.tensor;
-  const double tokens = static_cast<double>(t.seq_len) * t.micro_batch;
+  // With context parallelism a rank holds seq_len / context tokens of each sequence: its GEMMs run
+  // on them, and its queries attend over the whole (gathered) sequence.
+  const double tokens = tokens_per_rank(t);
+  const std::int64_t queries = t.seq_len / t.parallelism.context;
   const double element = t.precision == Precision::fp32 ? 4 : 2;
   BlockCost c;
   double weights = 0;
@@ -36,11 +39,13 @@ BlockCost block_cost(const Scenario& s) {
   }
   c.gemm_bytes = element * (weights + tokens * (4.0 * m.hidden + 3.0 * m.intermediate * m.experts_per_token / tp));
   const double q_width = static_cast<double>(m.heads) * m.head_dim / tp;
-  // Causal FlashAttention: QK^T and AV over half the context on average.
+  // Causal FlashAttention: QK^T and AV over half the context on average (Megatron-Core's balanced
+  // chunks give every context rank that same half).
   c.attention_flops = 4.0 * tokens * t.seq_len * q_width * 0.5;
   c.attention_bytes = element * tokens * 4 * q_width;
   const std::int64_t head_passes = static_cast<std::int64_t>(t.micro_batch) * m.heads / t.parallelism.tensor;
-  c.attention_shapes = {{t.seq_len, t.seq_len, m.head_dim, head_passes}, {t.seq_len, m.head_dim, t.seq_len, head_passes}};
+  c.attention_shapes = {{queries, t.seq_len, m.head_dim, head_passes}, {queries, m.head_dim, t.seq_len, head_passes}};
+  c.context_kv_bytes = context_gathered_kv_bytes(m, t);
   if (t.attention == AttentionImpl::explicit_scores) {
     // Materialised scores [b, heads/t, s, s]: written by QK^T, read and written by the fused
     // scale-mask-softmax, by dropout (with its mask), read by AV: about six passes of 16-bit scores.

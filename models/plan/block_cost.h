@@ -18,6 +18,7 @@ struct BlockCost {
   double params = 0;                           // this rank's share of the block
   double expert_params = 0;                    // of which experts (MoE): reduced over the expert-data-parallel group
   double dispatch_bytes = 0;                   // MoE with expert parallelism: one all-to-all's buffer per rank
+  double context_kv_bytes = 0;                 // context parallelism: the block's keys and values, gathered
   std::vector<GemmShape> gemm_shapes;          // the forward's matrix multiplies on this rank
   std::vector<GemmShape> backward_shapes;      // the backward's: input and weight gradients of each
   std::vector<GemmShape> attention_shapes;     // QK^T and AV over the whole score matrix, per head

@@ -14,6 +14,7 @@ const char* stream_name(Stream s) {
     case Stream::send_prev: return "send_prev";
     case Stream::recv_next: return "recv_next";
     case Stream::recv_prev: return "recv_prev";
+    case Stream::context: return "context";
   }
   return "?";
 }

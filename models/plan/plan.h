@@ -20,7 +20,9 @@ namespace memtwin {
 
 /// Pipeline sends and receives run on their own streams, one per neighbour and direction, as
 /// NCCL's batched isend/irecv do: a send then never waits behind a receive from the same peer.
-enum class Stream { compute, comm, copy, send_next, send_prev, recv_next, recv_prev };
+/// Context parallelism's key/value exchange has its own stream too (Transformer Engine's), so it
+/// never queues behind the data-parallel gathers and reductions.
+enum class Stream { compute, comm, copy, send_next, send_prev, recv_next, recv_prev, context };
 enum class OpKind { compute, collective, alloc, free, copy };
 enum class ComputeClass { gemm, attention, elementwise, cpu_optimizer };
 /// p2p_forward sends from the pair group's first rank to its second (activations down the

@@ -105,7 +105,7 @@ struct StageProgramBuilder::Impl {
       : s(sc), t(*sc.training), m(sc.model), spec(sp), e(program), block(block_cost(sc)),
         layout(sharding_layout(t, sp.dp_ranks)), share(rank_share(sc.model, t)) {
     element = t.precision == Precision::fp32 ? 4 : 2;
-    tokens = static_cast<double>(t.seq_len) * t.micro_batch;
+    tokens = tokens_per_rank(t);
     tp = t.parallelism.tensor;
     gather = gathers_parameters(t);
     prefetch = deepspeed_zero3(t) ? deepspeed_prefetch_blocks(t.sharding.deepspeed, block.params)
@@ -158,6 +158,22 @@ struct StageProgramBuilder::Impl {
     if (experts_shared()) {
       deps.push_back(e.collective(name + ".experts", Collective::all_gather, "edp", block.expert_params * element, {after}));
     }
+  }
+
+  // Context parallelism as Llama 3 runs it: the block's keys and values all-gathered over the
+  // context ranks before attention (into a buffer freed after it); backward gathers them again and
+  // reduce-scatters their gradients, which the block's remaining backward waits for.
+  std::uint32_t gather_context_kv(const std::string& where, std::uint32_t dep) {
+    if (block.context_kv_bytes <= 0) return dep;
+    const auto a = e.memory(OpKind::alloc, where + ".kv_gathered", bytes_of(block.context_kv_bytes), {dep});
+    return e.collective(where + ".cp_ag", Collective::all_gather, "cp", block.context_kv_bytes, {a}, {}, Stream::context);
+  }
+  std::uint32_t release_context_kv(const std::string& where, std::uint32_t dep, bool reduce_gradients) {
+    if (block.context_kv_bytes <= 0) return dep;
+    if (reduce_gradients) {
+      dep = e.collective(where + ".cp_rs", Collective::reduce_scatter, "cp", block.context_kv_bytes, {dep}, {}, Stream::context);
+    }
+    return e.memory(OpKind::free, where + ".kv_gathered", bytes_of(block.context_kv_bytes), {dep});
   }
 
   // Expert parallelism's token exchange around the experts: dispatch, then combine.
@@ -225,7 +241,7 @@ void StageProgramBuilder::prologue() {
   const ModelStates states = model_states(x.s, x.share);
   const RuntimeOverheads& rt = x.s.cluster.runtime;
   const int communicators = (x.spec.dp_ranks > 1 ? 1 : 0) + (x.tp > 1 ? 1 : 0) + (x.spec.hybrid ? 1 : 0) +
-                            (x.spec.stages > 1 ? 1 : 0);
+                            (x.spec.stages > 1 ? 1 : 0) + (x.t.parallelism.context > 1 ? 1 : 0);
   const Bytes runtime = rt.cuda_context + rt.framework_overhead + rt.nccl_buffers * communicators;
   x.e.memory(OpKind::alloc, "runtime", runtime, {});
   x.e.memory(OpKind::alloc, "parameters", states.parameters, {});
@@ -275,8 +291,10 @@ void StageProgramBuilder::forward(int mb) {
     const auto act = x.e.memory(OpKind::alloc, name + ".activations", activations, deps);
     auto last = x.e.compute(name + ".fwd", ComputeClass::gemm, x.block.gemm_flops, x.block.gemm_bytes, {act},
                             x.block.gemm_shapes);
+    last = x.gather_context_kv(name + ".fwd", last);
     last = x.e.compute(name + ".fwd_attn", ComputeClass::attention, x.block.attention_flops, x.block.attention_bytes,
                        {last}, x.block.attention_shapes);
+    last = x.release_context_kv(name + ".fwd", last, false);
     last = x.e.compute(name + ".fwd_elementwise", ComputeClass::elementwise, 0, x.block.elementwise_bytes, {last});
     last = x.moe_exchange(name + ".fwd", last);
     x.previous = x.tp_collectives(name + ".fwd", last);
@@ -339,13 +357,19 @@ void StageProgramBuilder::backward(int mb) {
       last = x.tp_collectives(name + ".recompute", last);
       deps = {last};
     }
+    // Keys and values (recomputed, with full recompute) gathered again while the GEMMs' backward runs.
+    const std::uint32_t before_kv = last;
+    const auto kv = x.gather_context_kv(name + ".bwd", before_kv);
     last = x.e.compute(name + ".bwd", ComputeClass::gemm, 2 * x.block.gemm_flops, 2 * x.block.gemm_bytes, deps,
                        x.block.backward_shapes);
+    std::vector<std::uint32_t> attention_deps = {last};
+    if (kv != before_kv) attention_deps.push_back(kv);
     // Recompute (full or selective) runs the attention forward again: its FLOPs and, with explicit
     // scores, another pass over the score matrix.
     const double attention_again = x.t.recompute != Recompute::none ? 1.0 : 0.0;
     last = x.e.compute(name + ".bwd_attn", ComputeClass::attention, (2.5 + attention_again) * x.block.attention_flops,
-                       (2 + attention_again) * x.block.attention_bytes, {last}, x.block.attention_shapes);
+                       (2 + attention_again) * x.block.attention_bytes, attention_deps, x.block.attention_shapes);
+    last = x.release_context_kv(name + ".bwd", last, true);
     // Backward of the memory-bound kernels moves about twice their forward bytes (and recompute
     // runs the forward ones again).
     last = x.e.compute(name + ".bwd_elementwise", ComputeClass::elementwise, 0,

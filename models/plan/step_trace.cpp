@@ -15,7 +15,7 @@ std::string perfetto_step_trace(const std::vector<StepTraceEvent>& step_events, 
       named[e.rank] = true;
       events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", e.rank}, {"args", {{"name", "rank " + std::to_string(e.rank)}}}});
       for (Stream s : {Stream::compute, Stream::comm, Stream::copy, Stream::send_next, Stream::send_prev, Stream::recv_next,
-                       Stream::recv_prev}) {
+                       Stream::recv_prev, Stream::context}) {
         events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", e.rank}, {"tid", static_cast<int>(s)},
                           {"args", {{"name", stream_name(s)}}}});
       }

@@ -28,8 +28,9 @@ Plan build_training_plan(const Scenario& s) {
   const int gpus = s.cluster.total_gpus();
   const int tp = t.parallelism.tensor;
   const int pp = t.parallelism.pipeline;
-  const int dp = gpus / (tp * pp);
-  const int microbatches = t.global_batch / (t.micro_batch * dp);
+  const int dp = gpus / (tp * pp);  // ranks holding the same weights, context ranks included
+  const int cp = t.parallelism.context;
+  const int microbatches = t.global_batch / (t.micro_batch * (dp / cp));
   const int chunks = t.parallelism.schedule == PipelineSchedule::interleaved ? t.parallelism.interleave : 1;
   // Each micro-batch emits some 15 ops per block of a stage, forward and backward: refuse a plan
   // whose programs would not fit in memory (about 200 bytes an op) before building it.
@@ -54,13 +55,14 @@ Plan build_training_plan(const Scenario& s) {
   if (ep > 1 && hybrid) {
     throw PlanUnsupported("expert parallelism with FSDP hybrid sharding is not simulated yet; use --backend analytic");
   }
-  // Rank order as Megatron lays it out: tensor ranks adjacent (inside a node), then data-parallel
-  // replicas, then pipeline stages.
+  // Rank order as Megatron lays it out: tensor ranks adjacent (inside a node), then context ranks,
+  // then data-parallel replicas, then pipeline stages. `d` runs over data x context ranks.
   auto rank_of = [&](int stage, int d, int r) { return stage * dp * tp + d * tp + r; };
 
   Plan plan;
-  plan.description = std::to_string(gpus) + " ranks: data parallel " + std::to_string(dp) + " x tensor " +
-                     std::to_string(tp) + " x pipeline " + std::to_string(pp) +
+  plan.description = std::to_string(gpus) + " ranks: data parallel " + std::to_string(dp / cp) + " x tensor " +
+                     std::to_string(tp) + (cp > 1 ? " x context " + std::to_string(cp) : "") + " x pipeline " +
+                     std::to_string(pp) +
                      (ep > 1 ? " (expert parallel " + std::to_string(ep) + ")" : "") + ", " + std::to_string(microbatches) +
                      " micro-batches, " + std::to_string(pp) + (pp == 1 ? " program" : " programs (one per stage)");
   plan.group_of_rank.resize(gpus);
@@ -73,6 +75,13 @@ Plan build_training_plan(const Scenario& s) {
       std::vector<int> g;
       for (int r = 0; r < tp; ++r) g.push_back(rank_of(stage, d, r));
       add_group("tp", g);
+    }
+    for (int first = 0; cp > 1 && first < dp; first += cp) {
+      for (int r = 0; r < tp; ++r) {
+        std::vector<int> g;
+        for (int c = 0; c < cp; ++c) g.push_back(rank_of(stage, first + c, r));
+        add_group("cp", g);
+      }
     }
     for (int r = 0; r < tp; ++r) {
       std::vector<int> g;

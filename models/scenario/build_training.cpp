@@ -15,6 +15,7 @@ Parallelism build_parallelism(const ParamValues& v, const Cluster& cluster, cons
   p.schedule = v.choice("training.parallelism.pipeline_schedule", kPipelineScheduleNames);
   p.interleave = v.int32("training.parallelism.interleave");
   p.expert = v.int32("training.parallelism.expert");
+  p.context = v.int32("training.parallelism.context");
   const int gpus = cluster.total_gpus();
 
   if (p.sequence_parallel && p.tensor == 1) {
@@ -56,6 +57,14 @@ Parallelism build_parallelism(const ParamValues& v, const Cluster& cluster, cons
     }
   }
   const int dp = gpus / (p.tensor * p.pipeline);
+  if (dp % p.context != 0) {
+    v.fail("training.parallelism.context", str(gpus) + " GPUs cannot be split into tensor " + str(p.tensor) + " x context " +
+                                               str(p.context) + " x pipeline " + str(p.pipeline) + " groups (" + str(gpus) +
+                                               " is not a multiple of " + str(p.tensor * p.context * p.pipeline) + ")");
+  }
+  if (p.context > 1 && p.expert > 1) {
+    v.fail("training.parallelism.context", "context parallelism together with expert parallelism is not modelled yet");
+  }
   if (dp % p.expert != 0) {
     v.fail("training.parallelism.expert", "expert parallel " + str(p.expert) + " does not divide the data-parallel size " +
                                               str(dp));
@@ -195,10 +204,20 @@ Training build_training(const ParamValues& v, const Cluster& cluster, const Mode
   t.optimizer = v.choice("training.optimizer", kOptimizerNames);
   t.parallelism = build_parallelism(v, cluster, model);
   const int dp = cluster.total_gpus() / (t.parallelism.tensor * t.parallelism.pipeline);
-  t.global_batch = v.given("training.global_batch") ? v.int32("training.global_batch") : t.micro_batch * dp;
-  if (t.global_batch % (t.micro_batch * dp) != 0) {
+  const int cp = t.parallelism.context;
+  const int shards = dp / cp;  // ranks on different sequences
+  t.global_batch = v.given("training.global_batch") ? v.int32("training.global_batch") : t.micro_batch * shards;
+  if (t.global_batch % (t.micro_batch * shards) != 0) {
     v.fail("training.global_batch", "global batch " + str(t.global_batch) + " is not a multiple of micro_batch " +
-                                        str(t.micro_batch) + " x data-parallel size " + str(dp));
+                                        str(t.micro_batch) + " x data-parallel size " + str(shards) +
+                                        (cp > 1 ? " (GPUs / (tensor x context x pipeline))" : ""));
+  }
+  // Megatron-Core splits each sequence into 2 x context chunks, rank i taking chunks i and
+  // 2cp-1-i, so that every rank gets an equal share of the causal attention work.
+  if (cp > 1 && t.seq_len % (2 * cp) != 0) {
+    v.fail("training.parallelism.context", "context parallel " + str(cp) + " needs seq_len (" + str(t.seq_len) +
+                                               ") to be a multiple of 2 x context = " + str(2 * cp) +
+                                               " (each rank takes two balanced chunks)");
   }
   if (model.architecture_known && model.position == PositionEmbedding::learned &&
       t.seq_len > model.max_position_embeddings) {
@@ -209,6 +228,10 @@ Training build_training(const ParamValues& v, const Cluster& cluster, const Mode
   t.offload = build_offload(v, t.sharding, cluster);
   t.recompute = v.choice("training.activation_checkpointing", kRecomputeNames);
   t.attention = v.choice("training.attention", kAttentionNames);
+  if (cp > 1 && t.attention == AttentionImpl::explicit_scores) {
+    v.fail("training.attention", "context parallelism runs fused (flash) attention over gathered keys and values; "
+                                 "explicit scores are not modelled with it");
+  }
   t.fine_tuning = build_fine_tuning(v, model);
   return t;
 }

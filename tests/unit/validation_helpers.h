@@ -1,0 +1,36 @@
+#pragma once
+// What the validation tests share: the check that a case's stored error (the one prediction
+// intervals are built from, scenarios/validation/residuals.yaml) still matches a fresh run, and
+// is filed under the kind the scenario has.
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "models/enums.h"
+#include "models/scenario_loader.h"
+#include "models/validation/prediction_interval.h"
+#include "tests/test_support.h"
+
+namespace memtwin::test {
+
+inline void check_residual(const std::string& label, const std::string& set, const std::string& file,
+                           const std::vector<std::string>& sets, double error) {
+  INFO(label << ": refresh its entry in scenarios/validation/residuals.yaml (error " << error << ")");
+  const ValidatedCase* stored = nullptr;
+  for (const auto& c : validated_cases()) {
+    if (c.label == label) stored = &c;
+  }
+  REQUIRE(stored != nullptr);
+  const Scenario s = load_scenario_file(source_path(file), sets).scenario;
+  CHECK(stored->set == set);
+  CHECK(stored->scenario == std::filesystem::path(file).stem().string());
+  CHECK(stored->generation == std::string(kGpuGenerationNames.name(*s.cluster.gpu.generation)));
+  CHECK(stored->parallelism == parallelism_class(*s.training));
+  CHECK(stored->gpus == s.cluster.total_gpus());
+  CHECK(std::fabs(stored->error - error) <= 0.01);
+}
+
+}  // namespace memtwin::test
