@@ -19,8 +19,8 @@ std::string parallelism_class(const Training& t) {
 
 const std::vector<ValidatedCase>& validated_cases() {
   static const std::vector<ValidatedCase> cases = [] {
-    const auto text = embedded_file("validation/residuals.yaml");
-    if (!text) throw std::logic_error("validation/residuals.yaml is not embedded");
+    const auto text = embedded_file("presets/validated-errors.yaml");
+    if (!text) throw std::logic_error("presets/validated-errors.yaml is not embedded");
     std::vector<ValidatedCase> out;
     for (const auto& node : YAML::Load(std::string(*text))["cases"]) {
       ValidatedCase c;

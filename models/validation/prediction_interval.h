@@ -1,6 +1,6 @@
 #pragma once
 // Prediction intervals for simulated step times, from the errors of the validated cases of the
-// same kind (docs/validation.md). The validated errors live in scenarios/validation/residuals.yaml,
+// same kind (docs/validation.md). The validated errors live in scenarios/presets/validated-errors.yaml,
 // compiled into the binary; the validation tests fail when a stored error no longer matches a
 // fresh run, so the intervals cannot drift from what the model does.
 //

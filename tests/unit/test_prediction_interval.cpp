@@ -67,20 +67,23 @@ TEST_CASE("the step-time interval is the range of the validated errors of the sc
 }
 
 TEST_CASE("a kind with too few configurations borrows its generation's errors, and far scales are flagged", "[unit]") {
-  // Hopper runs fully sharded without model parallelism: one validated configuration (MaxText).
-  const Scenario sharded = scenario("h100-sxm", ", sharding: {strategy: fsdp, mode: full_shard}", 1);
-  REQUIRE(parallelism_class(*sharded.training) == "sharded_data_parallel");
-  const PredictionInterval p = step_time_interval(sharded, 1.0);
+  // Plain data parallelism on A100s: one validated configuration (Megatron-LM's 1.7B on 32 GPUs).
+  const Scenario replicated = scenario("a100-80gb", "", 1);
+  REQUIRE(parallelism_class(*replicated.training) == "data_parallel");
+  const Pool kind = pool_of([](const ValidatedCase& c) { return c.generation == "ampere" && c.parallelism == "data_parallel"; });
+  REQUIRE(static_cast<int>(kind.configurations.size()) < kMinConfigurations);
+  const PredictionInterval p = step_time_interval(replicated, 1.0);
   CHECK(p.pool == "generation");
-  const Pool hopper = pool_of([](const ValidatedCase& c) { return c.generation == "hopper"; });
-  CHECK(p.cases == hopper.cases);
-  CHECK(p.error_min == hopper.low);
-  // 8 GPUs against the 64-2,048 validated for the kind.
+  const Pool ampere = pool_of([](const ValidatedCase& c) { return c.generation == "ampere"; });
+  CHECK(p.cases == ampere.cases);
+  CHECK(p.error_min == ampere.low);
+  CHECK(p.error_max == ampere.high);
+  // 8 GPUs against the 32 validated for the kind.
   CHECK(p.outside_scale);
 
   std::vector<std::string> notes;
   nlohmann::ordered_json time;
-  add_step_interval(time, notes, sharded, 1.0, 1e6);
+  add_step_interval(time, notes, replicated, 1.0, 1e6);
   CHECK(time["interval"]["pool"] == "generation");
   CHECK(time["step_s_interval"][0].get<double>() == Approx(p.low_s));
   CHECK(time["tokens_per_s_interval"][1].get<double>() == Approx(1e6 / p.low_s));

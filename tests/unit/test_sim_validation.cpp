@@ -28,7 +28,7 @@ double simulated_step(const std::string& scenario, const std::vector<std::string
 }
 
 // Simulates the case, prints and checks its error, and checks its stored residual (the fit set's
-// entries in scenarios/validation/residuals.yaml).
+// entries in scenarios/presets/validated-errors.yaml).
 void check_error(const std::string& label, const std::string& file, const std::vector<std::string>& sets,
                  double predicted, double published) {
   const double error = (predicted - published) / published;

@@ -1,6 +1,6 @@
 #pragma once
 // What the validation tests share: the check that a case's stored error (the one prediction
-// intervals are built from, scenarios/validation/residuals.yaml) still matches a fresh run, and
+// intervals are built from, scenarios/presets/validated-errors.yaml) still matches a fresh run, and
 // is filed under the kind the scenario has.
 #include <cmath>
 #include <filesystem>
@@ -18,7 +18,7 @@ namespace memtwin::test {
 
 inline void check_residual(const std::string& label, const std::string& set, const std::string& file,
                            const std::vector<std::string>& sets, double error) {
-  INFO(label << ": refresh its entry in scenarios/validation/residuals.yaml (error " << error << ")");
+  INFO(label << ": refresh its entry in scenarios/presets/validated-errors.yaml (error " << error << ")");
   const ValidatedCase* stored = nullptr;
   for (const auto& c : validated_cases()) {
     if (c.label == label) stored = &c;
