@@ -6,20 +6,31 @@
 
 namespace memtwin::schema_detail {
 
+namespace {
+// Physical floors for rates: below them a step would take longer than can be simulated (SimGrid's
+// clock runs to infinity or its sharing solver loses precision), so such values are refused where
+// they are written, like any out-of-range value.
+constexpr double kMinBandwidth = 1e6;  // 1 MB/s
+constexpr double kMinFlops = 1e9;      // 1 GFLOP/s
+constexpr double kMinFraction = 1e-4;  // achieved fractions of a peak
+constexpr double kMinPerSecond = 1e3;  // elements or parameters per second
+}  // namespace
+
+
 void declare_cluster(Table& t) {
   t.add("cluster.nodes", K::integer, "1", "number of nodes").at_least(1);
   t.add("cluster.gpus_per_node", K::integer, "8", "GPUs in each node").at_least(1);
   t.add("cluster.gpu.preset", K::preset, none, "GPU catalog name (`memtwin gpus`); `gpu: NAME` is short for this");
   t.add("cluster.gpu.memory", K::bytes, none, "memory per GPU as CUDA reports it").above(0).derived("from the preset");
-  t.add("cluster.gpu.hbm_bandwidth", K::bandwidth, none, "peak memory bandwidth").above(0).derived("from the preset");
+  t.add("cluster.gpu.hbm_bandwidth", K::bandwidth, none, "peak memory bandwidth").at_least(kMinBandwidth).derived("from the preset");
   for (const char* dtype : {"fp32", "bf16", "fp16", "fp8"}) {
     t.add(std::string("cluster.gpu.flops.") + dtype, K::flops_rate, none,
           std::string("dense peak ") + dtype + " tensor throughput (no sparsity)")
-        .above(0).derived("from the preset; absent means unsupported");
+        .at_least(kMinFlops).derived("from the preset; absent means unsupported");
   }
   t.add("cluster.gpu.nvlink_bandwidth", K::bandwidth, none, "NVLink bandwidth per GPU, per direction")
-      .above(0).derived("from the preset; absent means no NVLink");
-  t.add("cluster.gpu.pcie_bandwidth", K::bandwidth, none, "PCIe bandwidth per GPU, per direction").above(0).derived("from the preset");
+      .at_least(kMinBandwidth).derived("from the preset; absent means no NVLink");
+  t.add("cluster.gpu.pcie_bandwidth", K::bandwidth, none, "PCIe bandwidth per GPU, per direction").at_least(kMinBandwidth).derived("from the preset");
   t.add("cluster.gpu.sms", K::integer, none,
         "streaming multiprocessors: GEMM tiles run in waves of this many (wave quantisation)")
       .at_least(1).derived("from the preset; absent means GEMMs are not split into waves");
@@ -32,26 +43,26 @@ void declare_cluster(Table& t) {
 
   t.add("cluster.intra_node.fabric", K::choice, none, "how GPUs inside a node are connected")
       .choices(names(kFabricNames)).derived("nvswitch when the GPU has NVLink, else pcie");
-  t.add("cluster.intra_node.bandwidth", K::bandwidth, none, "per GPU, per direction").above(0)
+  t.add("cluster.intra_node.bandwidth", K::bandwidth, none, "per GPU, per direction").at_least(kMinBandwidth)
       .derived("the GPU's NVLink bandwidth, else its PCIe bandwidth");
   t.add("cluster.intra_node.latency", K::duration, "2us", "per message").at_least(0);
 
   t.add("cluster.inter_node.nics_per_node", K::integer, none, "NICs per node (one per GPU: rail-optimised)")
       .at_least(1).derived("gpus_per_node");
-  t.add("cluster.inter_node.nic_bandwidth", K::bandwidth, "400Gbps", "per NIC, per direction").above(0);
+  t.add("cluster.inter_node.nic_bandwidth", K::bandwidth, "400Gbps", "per NIC, per direction").at_least(kMinBandwidth);
   t.add("cluster.inter_node.latency", K::duration, "5us", "per message").at_least(0);
   t.add("cluster.inter_node.topology", K::choice, "fat-tree", "fabric between nodes").choices(names(kTopologyNames));
   t.add("cluster.inter_node.oversubscription", K::number, "1", "leaf uplink oversubscription (1 = non-blocking)").at_least(1);
 
   t.add("cluster.host.memory", K::bytes, "2TiB", "host DRAM per node").above(0);
   t.add("cluster.host.pcie_bandwidth", K::bandwidth, none, "GPU to host DRAM, per GPU, per direction")
-      .above(0).derived("the GPU's PCIe bandwidth");
+      .at_least(kMinBandwidth).derived("the GPU's PCIe bandwidth");
   t.add("cluster.host.cpu_adam_params_per_s", K::number, "2e9",
-        "parameters one node's CPUs update per second with an offloaded Adam (DeepSpeed CPU-Adam class)").above(0);
+        "parameters one node's CPUs update per second with an offloaded Adam (DeepSpeed CPU-Adam class)").at_least(kMinPerSecond);
 
   t.add("cluster.nvme.capacity", K::bytes, none, "NVMe capacity per node; the nvme section is optional").above(0);
-  t.add("cluster.nvme.read_bandwidth", K::bandwidth, "7GB/s", "per node (PCIe Gen4 SSD)").above(0);
-  t.add("cluster.nvme.write_bandwidth", K::bandwidth, "5GB/s", "per node (PCIe Gen4 SSD)").above(0);
+  t.add("cluster.nvme.read_bandwidth", K::bandwidth, "7GB/s", "per node (PCIe Gen4 SSD)").at_least(kMinBandwidth);
+  t.add("cluster.nvme.write_bandwidth", K::bandwidth, "5GB/s", "per node (PCIe Gen4 SSD)").at_least(kMinBandwidth);
   t.add("cluster.nvme.latency", K::duration, "80us", "per request").at_least(0);
 
   t.add("cluster.runtime.cuda_context", K::bytes, "595MiB",
@@ -73,12 +84,12 @@ void declare_cluster(Table& t) {
         "~25us on an RTX 4090 desktop")
       .at_least(0);
   t.add("cluster.efficiency.gemm", K::number, "0.81",
-        "achieved fraction of peak FLOP/s on large GEMMs (measured: cuBLAS bf16 on an H200)").above(0).at_most(1);
+        "achieved fraction of peak FLOP/s on large GEMMs (measured: cuBLAS bf16 on an H200)").at_least(kMinFraction).at_most(1);
   t.add("cluster.efficiency.attention", K::number, "0.6",
-        "achieved fraction of peak FLOP/s in fused attention (FlashAttention-2 class)").above(0).at_most(1);
+        "achieved fraction of peak FLOP/s in fused attention (FlashAttention-2 class)").at_least(kMinFraction).at_most(1);
   t.add("cluster.efficiency.memory", K::number, "0.89",
         "achieved fraction of peak HBM bandwidth in memory-bound kernels (measured: device copy on an H200)")
-      .above(0).at_most(1);
+      .at_least(kMinFraction).at_most(1);
   t.add("cluster.efficiency.gemm_tile_rows", K::integer, "128",
         "output rows of one thread block's tile in a large GEMM (cuBLAS/CUTLASS 16-bit kernels on Ampere and Hopper)")
       .at_least(1);
@@ -92,7 +103,7 @@ void declare_cluster(Table& t) {
       .at_least(0).at_most(1);
   t.add("cluster.efficiency.gemm_memory", K::number, none,
         "achieved fraction of peak memory bandwidth when a GEMM is memory-bound (decode: weights read by a few rows)")
-      .above(0).at_most(1).derived("efficiency.memory");
+      .at_least(kMinFraction).at_most(1).derived("efficiency.memory");
   for (const char* format : kKvKernelFormats) {
     const std::string cache = std::string(format) == "kivi_fp16" ? "KIVI cache's fp16 residual"
                               : std::string(format).rfind("kivi", 0) == 0 ? std::string(format) + " cache's quantised groups"
@@ -100,12 +111,12 @@ void declare_cluster(Table& t) {
     t.add(std::string("cluster.kernels.decode_attention.") + format, K::number, none,
           "measured decode-attention kernel throughput over a " + cache +
               ": cached K and V elements per second per GPU (memtwin calibrate)")
-        .above(0).derived("the roofline of cached bytes and dequantisation");
+        .at_least(kMinPerSecond).derived("the roofline of cached bytes and dequantisation");
     if (std::string(format) == "kivi_fp16") continue;  // KIVI's append is one kernel, kivi2 or kivi4
     t.add(std::string("cluster.kernels.kv_write.") + format, K::number, none,
           std::string("measured paged-cache write (quantise and scatter) throughput into a ") + format +
               " KV cache: K and V elements per second per GPU (memtwin calibrate)")
-        .above(0).derived("the roofline of the written bytes");
+        .at_least(kMinPerSecond).derived("the roofline of the written bytes");
   }
   t.add("cluster.collectives.library", K::choice, none,
         "how collectives are costed: nccl (NCCL's tuning model, algorithm and protocol per call) or ring (one "
@@ -123,11 +134,11 @@ void declare_cluster(Table& t) {
   t.add("cluster.collectives.intra_node_efficiency", K::number, none,
         "usable fraction of the intra-node bandwidth for collectives (NCCL's per-link NVLink figure over the "
         "datasheet's: 20 of 25 GB/s Volta/Ampere, 20.6 Hopper, 40.1 of 50 Blackwell; PCIe 12 of 16 GB/s)")
-      .above(0).at_most(1).derived("by generation and fabric, 1 for the ring library");
+      .at_least(kMinFraction).at_most(1).derived("by generation and fabric, 1 for the ring library");
   t.add("cluster.collectives.inter_node_efficiency", K::number, none,
         "usable fraction of each NIC's bandwidth (NCCL's fastest inter-node channel speed, 24 of 25 GB/s for "
         "HDR, 48 of 50 for NDR)")
-      .above(0).at_most(1).derived("0.96, 1 for the ring library");
+      .at_least(kMinFraction).at_most(1).derived("0.96, 1 for the ring library");
   t.add("cluster.collectives.net_overhead", K::duration, "1us",
         "NCCL's per-step network post overhead (NCCL_NET_OVERHEAD: 1us Intel hosts, 2us AMD)")
       .at_least(0);

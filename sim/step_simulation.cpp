@@ -1,6 +1,7 @@
 #include "sim/step_simulation.h"
 
 #include <algorithm>
+#include <stdexcept>
 #include <memory>
 #include <set>
 
@@ -100,6 +101,18 @@ class Simulation {
   }
 
   StepSimulation result() {
+    // SimGrid reports a deadlock (actors waiting on activities that never complete) and returns:
+    // a step with unfinished ops is a bug in the plan or the simulator, never a result.
+    for (std::size_t slot = 0; slot < ranks_.size(); ++slot) {
+      const auto& done = ranks_[slot].done;
+      const auto unfinished = std::find(done.begin(), done.end(), 0);
+      if (unfinished != done.end()) {
+        const Program& program = plan_.programs[plan_.program_of_rank[rank_of_slot_[slot]]];
+        throw std::logic_error("the simulation stopped with rank " + std::to_string(rank_of_slot_[slot]) +
+                               "'s op '" + program.ops[static_cast<std::size_t>(unfinished - done.begin())].name +
+                               "' unfinished (a deadlock)");
+      }
+    }
     result_.step_s = sg4::Engine::get_clock();
     return std::move(result_);
   }

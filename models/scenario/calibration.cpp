@@ -72,9 +72,7 @@ void refuse_duplicate_keys(const std::string& path, const YAML::Node& map, const
 }
 
 void apply_calibration(const std::string& path, const ParamValues& scenario, Cluster& c) {
-  if (std::filesystem::exists(path) && !std::filesystem::is_regular_file(path)) {
-    throw ScenarioError({path, 0, 0}, "cluster.calibration", "not a regular file (a calibration is a YAML file)");
-  }
+  if (std::filesystem::exists(path)) refuse_unreadable_yaml_file(path, {path, 0, 0}, "cluster.calibration", "the calibration file");
   YAML::Node root;
   try {
     root = YAML::LoadFile(path);

@@ -24,9 +24,7 @@ YAML::Node read_hf_config(const std::string& path, const SourceLocation& where) 
   if (!std::filesystem::exists(path)) {
     throw ScenarioError(where, "model.hf_config", "file not found: " + path);
   }
-  if (!std::filesystem::is_regular_file(path)) {
-    throw ScenarioError(where, "model.hf_config", path + " is not a regular file");
-  }
+  refuse_unreadable_yaml_file(path, where, "model.hf_config", "the HuggingFace config");
   YAML::Node loaded;
   try {
     loaded = YAML::LoadFile(path);  // JSON is a subset of YAML 1.2; yaml-cpp reads config.json as is

@@ -8,6 +8,7 @@
 #include "models/scenario/builders.h"
 #include "models/scenario/param_values.h"
 #include "models/scenario/scenario_tree.h"
+#include "models/scenario/yaml_limits.h"
 
 namespace memtwin {
 
@@ -41,10 +42,9 @@ LoadedScenario load_scenario_text(std::string_view text, const std::string& name
 }
 
 LoadedScenario load_scenario_file(const std::string& path, const std::vector<std::string>& overrides) {
+  refuse_unreadable_yaml_file(path, {path}, "", "the scenario file");
   std::ifstream in(path, std::ios::binary);
-  if (!in || std::filesystem::is_directory(path)) {
-    throw ScenarioError({path}, "", "cannot read the scenario file (does it exist?)");
-  }
+  if (!in) throw ScenarioError({path}, "", "cannot read the scenario file (does it exist?)");
   std::stringstream buffer;
   buffer << in.rdbuf();
   std::string dir = std::filesystem::path(path).parent_path().string();

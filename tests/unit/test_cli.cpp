@@ -64,6 +64,12 @@ TEST_CASE("command-line mistakes exit with 2 and say why", "[unit]") {
   auto missing = run_memtwin({"check", "/no/such/scenario.yaml"});
   CHECK(missing.exit_code == 2);
   CHECK_THAT(missing.err, Catch::Contains("cannot read the scenario file"));
+  // A device or a directory is refused before reading (reading /dev/zero would never end).
+  for (const char* not_a_file : {"/dev/zero", "/tmp"}) {
+    auto r = run_memtwin({"check", not_a_file});
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains("is not a regular file"));
+  }
 }
 
 TEST_CASE("every subcommand has --help", "[unit]") {
