@@ -10,6 +10,7 @@
 #include "apps/memtwin/run_directory.h"
 #include "apps/memtwin/text_report.h"
 #include "hw/host/mpi_collectives.h"
+#include "models/serving/request_stream.h"
 #include "models/result.h"
 #include "models/scenario_loader.h"
 
@@ -97,6 +98,8 @@ int cmd_check(const Args& args) {
   if (!vm) return kOk;
   if (!vm->count("scenario")) throw UsageError("a scenario file is required");
   LoadedScenario loaded = load(*vm);
+  // The files the scenario refers to are read as a run would read them.
+  if (loaded.scenario.inference) check_workload_files(loaded.scenario.inference->workload);
   if ((*vm)["print"].as<bool>()) {
     std::cout << loaded.resolved.dump(2) << "\n";
   } else {

@@ -223,6 +223,8 @@ void ParamValues::convert(const YAML::Node& value, const ParamSpec& spec, Source
         const bool from_command_line = where.file.rfind("--set ", 0) == 0;
         if (p.is_relative() && !base_dir_.empty() && !from_command_line) p = std::filesystem::path(base_dir_) / p;
         if (!std::filesystem::exists(p)) fail_here("file not found: " + p.string());
+        // A directory, a device (/dev/zero) or a FIFO would fail or never finish being read.
+        if (!std::filesystem::is_regular_file(p)) fail_here(p.string() + " is not a regular file");
         out.text = p.lexically_normal().string();
         break;
       }

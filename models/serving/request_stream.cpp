@@ -61,10 +61,7 @@ int draw_length(const LengthDistribution& d, Sampler& s) {
       static thread_local std::string cached_path;
       static thread_local std::vector<double> values;
       if (cached_path != d.file) {
-        values.clear();
-        std::ifstream in(d.file);
-        for (double v; in >> v;) values.push_back(v);
-        if (values.empty()) throw std::runtime_error(d.file + ": no lengths in the file");
+        values = read_lengths(d.file);
         cached_path = d.file;
       }
       x = values[static_cast<std::size_t>(s.uniform() * values.size())];
@@ -107,73 +104,6 @@ std::vector<Request> generate_requests(const Inference& inf, std::uint64_t seed)
     r.output_tokens = std::max(1, std::min(draw_length(w.output_tokens, lengths), limit - r.prompt_tokens));
     out.push_back(r);
   }
-  return out;
-}
-
-std::vector<Request> read_trace(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error(path + ": cannot read the trace");
-  std::string header;
-  std::getline(in, header);
-  std::vector<std::string> columns;
-  std::stringstream hs(header);
-  for (std::string c; std::getline(hs, c, ',');) {
-    while (!c.empty() && (c.back() == '\r' || c.back() == ' ')) c.pop_back();
-    columns.push_back(c);
-  }
-  auto find = [&](std::initializer_list<const char*> names) {
-    for (const char* n : names) {
-      auto it = std::find(columns.begin(), columns.end(), n);
-      if (it != columns.end()) return static_cast<int>(it - columns.begin());
-    }
-    return -1;
-  };
-  const int arrival = find({"arrival_s"}), stamp = find({"timestamp", "TIMESTAMP"});
-  const int prompt = find({"prompt_tokens", "ContextTokens"}), output = find({"output_tokens", "GeneratedTokens"});
-  if ((arrival < 0 && stamp < 0) || prompt < 0 || output < 0) {
-    throw std::runtime_error(path + ":1: the header needs arrival_s (or timestamp), prompt_tokens (or ContextTokens) "
-                             "and output_tokens (or GeneratedTokens)");
-  }
-  std::vector<Request> out;
-  double first = 0;
-  int line_no = 1;
-  for (std::string line; std::getline(in, line);) {
-    ++line_no;
-    if (line.empty() || line == "\r") continue;
-    std::vector<std::string> cells;
-    std::stringstream ls(line);
-    for (std::string c; std::getline(ls, c, ',');) cells.push_back(c);
-    auto cell = [&](int i) -> const std::string& {
-      if (i >= static_cast<int>(cells.size())) throw std::runtime_error(path + ":" + std::to_string(line_no) + ": too few columns");
-      return cells[i];
-    };
-    Request r;
-    r.id = static_cast<std::int64_t>(out.size());
-    try {
-      if (arrival >= 0) {
-        r.arrival_s = std::stod(cell(arrival));
-      } else {
-        // Absolute timestamps: seconds, or an ISO-like "YYYY-MM-DD hh:mm:ss(.fff)" (time of day used).
-        const std::string& s = cell(stamp);
-        const auto colon = s.find(':');
-        double seconds;
-        if (colon != std::string::npos && colon >= 2) {
-          const int h = std::stoi(s.substr(colon - 2, 2)), m = std::stoi(s.substr(colon + 1, 2));
-          seconds = h * 3600.0 + m * 60.0 + std::stod(s.substr(colon + 4));
-        } else {
-          seconds = std::stod(s);
-        }
-        if (out.empty()) first = seconds;
-        r.arrival_s = seconds - first;
-      }
-      r.prompt_tokens = std::max(1, std::stoi(cell(prompt)));
-      r.output_tokens = std::max(1, std::stoi(cell(output)));
-    } catch (const std::invalid_argument&) {
-      throw std::runtime_error(path + ":" + std::to_string(line_no) + ": not a number");
-    }
-    out.push_back(r);
-  }
-  std::stable_sort(out.begin(), out.end(), [](const Request& a, const Request& b) { return a.arrival_s < b.arrival_s; });
   return out;
 }
 

@@ -41,9 +41,20 @@ class Sampler {
 /// draws do not change).
 std::vector<Request> generate_requests(const Inference& inference, std::uint64_t seed);
 
-/// Reads a trace CSV: a header, then `arrival_s` (or `timestamp`, rebased to the first),
-/// `prompt_tokens` (or `ContextTokens`), `output_tokens` (or `GeneratedTokens`). Throws
-/// std::runtime_error naming the file and line on a malformed row.
+/// Reads a trace CSV (trace_reader.cpp): a header (a UTF-8 byte-order mark allowed), then
+/// `arrival_s` (or `timestamp`: seconds or "YYYY-MM-DD hh:mm:ss(.fff)", rebased to the first),
+/// `prompt_tokens` (or `ContextTokens`), `output_tokens` (or `GeneratedTokens`); cells may be
+/// quoted. Arrivals must be finite, non-negative and in order; token counts whole numbers in
+/// 0..2^30 (0 counts as 1); at most 10 M rows and at least one. Throws ScenarioError naming the
+/// file, row and column, under inference.workload.trace.
 std::vector<Request> read_trace(const std::string& path);
+
+/// Reads an empirical length file: one positive finite number per line (blank lines allowed).
+/// Throws ScenarioError naming the file, the line and `key` (the scenario key that names the file).
+std::vector<double> read_lengths(const std::string& path, const std::string& key = "inference.workload.*_tokens.file");
+
+/// Opens and checks every file the workload refers to (its trace, its empirical length files), as
+/// a run would read them: what `memtwin check` adds to loading.
+void check_workload_files(const WorkloadSpec& workload);
 
 }  // namespace memtwin

@@ -1,0 +1,201 @@
+// Request traces (CSV): every malformed row is refused with the file, the row, the column and what
+// is wrong, as a ScenarioError under inference.workload.trace (exit 2), never a parse exception.
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+#include "models/scenario/scenario_error.h"
+#include "models/serving/request_stream.h"
+
+namespace memtwin {
+namespace {
+
+constexpr const char* kKey = "inference.workload.trace";
+constexpr std::int64_t kMaxTraceRows = 10'000'000;  // a serving simulation of more runs for minutes
+constexpr int kMaxTokens = 1 << 30;
+
+struct Cell {
+  std::string text;
+  int column = 1;  // 1-based character column of the cell's start
+};
+
+std::vector<Cell> split_row(const std::string& line) {
+  std::vector<Cell> cells;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t comma = line.find(',', start);
+    std::string text = line.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    std::size_t lead = 0;
+    while (lead < text.size() && (text[lead] == ' ' || text[lead] == '\t')) ++lead;
+    while (!text.empty() && (text.back() == '\r' || text.back() == ' ' || text.back() == '\t')) text.pop_back();
+    text.erase(0, std::min(lead, text.size()));
+    // A quoted cell ("12") holds the text between the quotes.
+    if (text.size() >= 2 && text.front() == '"' && text.back() == '"') text = text.substr(1, text.size() - 2);
+    cells.push_back({text, static_cast<int>(start + lead + 1)});
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return cells;
+}
+
+std::optional<double> parse_number(const std::string& s) {
+  double v = 0;
+  const char* end = s.data() + s.size();
+  const auto [ptr, ec] = std::from_chars(s.data(), end, v);
+  if (ec != std::errc() || ptr != end || s.empty()) return std::nullopt;
+  return v;
+}
+
+// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's days_from_civil).
+std::int64_t days_from_civil(std::int64_t y, unsigned m, unsigned d) {
+  y -= m <= 2;
+  const std::int64_t era = (y >= 0 ? y : y - 399) / 400;
+  const auto yoe = static_cast<unsigned>(y - era * 400);
+  const unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+  const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + static_cast<std::int64_t>(doe) - 719468;
+}
+
+class TraceParser {
+ public:
+  explicit TraceParser(std::string path) : path_(std::move(path)) {}
+
+  [[noreturn]] void fail(int line, int column, const std::string& message) const {
+    throw ScenarioError({path_, line, column}, kKey, message);
+  }
+
+  // Seconds of a `timestamp` cell: plain seconds, or "YYYY-MM-DD hh:mm:ss(.fff)" (Azure's traces).
+  double timestamp(const Cell& c, int line) const {
+    if (auto plain = parse_number(c.text)) return *plain;
+    const std::string& s = c.text;
+    int year = 0, month = 0, day = 0, hour = 0, minute = 0, consumed = 0;
+    if (std::sscanf(s.c_str(), "%4d-%2d-%2d %2d:%2d:%n", &year, &month, &day, &hour, &minute, &consumed) != 5 ||
+        consumed == 0) {
+      fail(line, c.column, "'" + s + "' is neither seconds nor a YYYY-MM-DD hh:mm:ss timestamp");
+    }
+    const auto seconds = parse_number(s.substr(static_cast<std::size_t>(consumed)));
+    if (month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 || minute > 59 || !seconds || *seconds < 0 ||
+        *seconds >= 61) {
+      fail(line, c.column, "'" + s + "' is not a valid YYYY-MM-DD hh:mm:ss timestamp");
+    }
+    return static_cast<double>(days_from_civil(year, static_cast<unsigned>(month), static_cast<unsigned>(day))) * 86400 +
+           hour * 3600.0 + minute * 60.0 + *seconds;
+  }
+
+  int tokens(const Cell& c, int line, const char* what) const {
+    const auto v = parse_number(c.text);
+    if (!v || std::floor(*v) != *v) fail(line, c.column, std::string(what) + " '" + c.text + "' is not a whole number");
+    if (*v < 0 || *v > kMaxTokens) {
+      fail(line, c.column, std::string(what) + " " + c.text + " is outside 0.." + std::to_string(kMaxTokens));
+    }
+    return std::max(1, static_cast<int>(*v));  // a 0-token row still costs the engine one token
+  }
+
+  std::vector<Request> read() {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path_, ec)) fail(0, 0, path_ + " is not a regular file");
+    std::ifstream in(path_, std::ios::binary);
+    if (!in) fail(0, 0, "cannot read the trace");
+    std::string header;
+    std::getline(in, header);
+    if (header.rfind("\xEF\xBB\xBF", 0) == 0) header.erase(0, 3);  // a UTF-8 byte-order mark
+    std::vector<std::string> columns;
+    for (const Cell& c : split_row(header)) columns.push_back(c.text);
+    auto find = [&](std::initializer_list<const char*> names) {
+      for (const char* n : names) {
+        const auto it = std::find(columns.begin(), columns.end(), n);
+        if (it != columns.end()) return static_cast<int>(it - columns.begin());
+      }
+      return -1;
+    };
+    const int arrival = find({"arrival_s"}), stamp = find({"timestamp", "TIMESTAMP"});
+    const int prompt = find({"prompt_tokens", "ContextTokens"}), output = find({"output_tokens", "GeneratedTokens"});
+    if ((arrival < 0 && stamp < 0) || prompt < 0 || output < 0) {
+      fail(1, 1, "the header needs arrival_s (or timestamp), prompt_tokens (or ContextTokens) and output_tokens (or "
+                 "GeneratedTokens)");
+    }
+    const int needed = std::max({arrival, stamp, prompt, output}) + 1;
+    std::vector<Request> out;
+    double first = 0, previous = 0;
+    int line_no = 1;
+    for (std::string line; std::getline(in, line);) {
+      ++line_no;
+      if (line.empty() || line == "\r") continue;
+      if (static_cast<std::int64_t>(out.size()) >= kMaxTraceRows) {
+        fail(line_no, 1, "more than " + std::to_string(kMaxTraceRows) +
+                             " requests: sample or split the trace (a serving simulation of more runs for minutes)");
+      }
+      const std::vector<Cell> cells = split_row(line);
+      if (static_cast<int>(cells.size()) < needed) {
+        fail(line_no, static_cast<int>(line.size()) + 1,
+             "too few columns (" + std::to_string(cells.size()) + ", the header names " + std::to_string(columns.size()) + ")");
+      }
+      Request r;
+      r.id = static_cast<std::int64_t>(out.size());
+      const Cell& when = cells[static_cast<std::size_t>(arrival >= 0 ? arrival : stamp)];
+      double t = 0;
+      if (arrival >= 0) {
+        const auto v = parse_number(when.text);
+        if (!v) fail(line_no, when.column, "arrival_s '" + when.text + "' is not a number of seconds");
+        t = *v;
+      } else {
+        t = timestamp(when, line_no);
+        if (out.empty()) first = t;
+        t -= first;  // rebased to the first request
+      }
+      if (!std::isfinite(t) || t < 0) fail(line_no, when.column, "the arrival " + when.text + " is negative or not finite");
+      if (!out.empty() && t < previous) {
+        fail(line_no, when.column, "the arrival " + when.text + " is earlier than the previous row's: sort the trace by arrival");
+      }
+      previous = t;
+      r.arrival_s = t;
+      r.prompt_tokens = tokens(cells[static_cast<std::size_t>(prompt)], line_no, "prompt_tokens");
+      r.output_tokens = tokens(cells[static_cast<std::size_t>(output)], line_no, "output_tokens");
+      out.push_back(r);
+    }
+    if (out.empty()) fail(line_no, 1, "the trace has a header but no requests");
+    return out;
+  }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace
+
+std::vector<Request> read_trace(const std::string& path) { return TraceParser(path).read(); }
+
+std::vector<double> read_lengths(const std::string& path, const std::string& key) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) throw ScenarioError({path, 0, 0}, key, path + " is not a regular file");
+  std::ifstream in(path);
+  std::vector<double> values;
+  int line_no = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++line_no;
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    if (line.empty()) continue;
+    const auto v = parse_number(line);
+    if (!v || !std::isfinite(*v) || *v <= 0) {
+      throw ScenarioError({path, line_no, 1}, key, "'" + line + "' is not a positive number of tokens");
+    }
+    if (values.size() >= static_cast<std::size_t>(kMaxTraceRows)) {
+      throw ScenarioError({path, line_no, 1}, key, "more than " + std::to_string(kMaxTraceRows) + " lengths");
+    }
+    values.push_back(*v);
+  }
+  if (values.empty()) throw ScenarioError({path, line_no, 0}, key, "no lengths in the file");
+  return values;
+}
+
+void check_workload_files(const WorkloadSpec& w) {
+  if (!w.trace.empty()) read_trace(w.trace);
+  if (w.prompt_tokens.dist == LengthDist::empirical) read_lengths(w.prompt_tokens.file, "inference.workload.prompt_tokens.file");
+  if (w.output_tokens.dist == LengthDist::empirical) read_lengths(w.output_tokens.file, "inference.workload.output_tokens.file");
+}
+
+}  // namespace memtwin
