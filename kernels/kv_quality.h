@@ -28,6 +28,12 @@ struct QualityReport {
 KvTensor synthetic_keys(int tokens, int kv_heads, int head_dim, std::uint64_t seed);
 KvTensor synthetic_values(int tokens, int kv_heads, int head_dim, std::uint64_t seed);
 
+/// The element count of a tensor of `shape` (each dimension in [1, 2^31)) whose data must fit in
+/// `available` bytes at `element` bytes each; throws std::runtime_error naming `path` otherwise,
+/// before anything is allocated (a 128-byte file asking for 32 GB is refused, not allocated).
+std::size_t checked_elements(const std::vector<long>& shape, std::size_t element, std::uintmax_t available,
+                             const std::string& path);
+
 /// Reads a float32 or float16 .npy file of shape [tokens, kv_heads, head_dim] (C order). Throws
 /// std::runtime_error naming the file for anything else.
 KvTensor read_npy(const std::string& path);

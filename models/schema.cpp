@@ -158,7 +158,8 @@ void declare_inference(Table& t) {
   t.add("inference.workload.rate", K::rate, none, "mean arrival rate (open-loop arrivals)").above(0);
   t.add("inference.workload.cv", K::number, "2", "gamma: coefficient of variation of inter-arrival times").above(0);
   t.add("inference.workload.concurrency", K::integer, none, "closed_loop: requests in flight").at_least(1);
-  t.add("inference.workload.requests", K::integer, "1000", "requests to simulate").at_least(1);
+  t.add("inference.workload.requests", K::integer, "1000", "requests to simulate (at most 10 M, as a trace)")
+      .at_least(1).at_most(1e7);
   declare_length(t, "inference.workload.prompt_tokens", "prompt");
   declare_length(t, "inference.workload.output_tokens", "output");
   t.add("inference.workload.trace", K::path, none, "CSV trace; replaces arrival, rate, requests and lengths");

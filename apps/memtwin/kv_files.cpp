@@ -1,7 +1,9 @@
 #include "apps/memtwin/kv_files.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <stdexcept>
 
@@ -17,11 +19,16 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 // safetensors: an 8-byte little-endian header length, a JSON header naming each tensor's dtype,
 // shape and [begin, end) byte offsets into the data that follows.
 kernels::KvTensor read_safetensors(const std::string& path, const std::string& wanted) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) throw std::runtime_error(path + ": cannot read (not a regular file)");
+  const std::uintmax_t file_bytes = std::filesystem::file_size(path, ec);
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": cannot read");
+  if (!in || ec) throw std::runtime_error(path + ": cannot read");
   std::uint64_t header_len = 0;
   in.read(reinterpret_cast<char*>(&header_len), 8);
-  if (!in || header_len == 0 || header_len > (100u << 20)) throw std::runtime_error(path + ": not a safetensors file");
+  if (!in || header_len == 0 || header_len > (100u << 20) || header_len > file_bytes - std::min<std::uintmax_t>(file_bytes, 8)) {
+    throw std::runtime_error(path + ": not a safetensors file (header length)");
+  }
   std::string header(header_len, '\0');
   in.read(header.data(), static_cast<std::streamsize>(header_len));
   nlohmann::json meta;
@@ -45,17 +52,27 @@ kernels::KvTensor read_safetensors(const std::string& path, const std::string& w
   }
   if (!meta.contains(chosen)) throw std::runtime_error(path + ": no tensor '" + chosen + "' (it holds " + names + ")");
   const auto& t = meta[chosen];
-  const std::string dtype = t.value("dtype", "");
-  const auto shape = t.value("shape", std::vector<long>{});
-  const auto offsets = t.value("data_offsets", std::vector<std::uint64_t>{});
+  std::string dtype;
+  std::vector<long> shape;
+  std::vector<std::uint64_t> offsets;
+  try {
+    dtype = t.value("dtype", "");
+    shape = t.value("shape", std::vector<long>{});
+    offsets = t.value("data_offsets", std::vector<std::uint64_t>{});
+  } catch (const nlohmann::json::exception&) {
+    throw std::runtime_error(path + ":" + chosen + ": dtype, shape or data_offsets of the wrong type");
+  }
   if (shape.size() != 3 || offsets.size() != 2) {
     throw std::runtime_error(path + ":" + chosen + ": expected shape [tokens, kv_heads, head_dim]");
   }
   const std::size_t element = dtype == "F32" ? 4 : (dtype == "F16" || dtype == "BF16") ? 2 : 0;
   if (element == 0) throw std::runtime_error(path + ":" + chosen + ": dtype " + dtype + "; F32, F16 or BF16 are read");
+  const std::uintmax_t data_bytes = file_bytes - 8 - header_len;
+  const std::size_t n = kernels::checked_elements(shape, element, data_bytes, path + ":" + chosen);
   kernels::KvTensor out{static_cast<int>(shape[0]), static_cast<int>(shape[1]), static_cast<int>(shape[2]), {}};
-  const std::size_t n = static_cast<std::size_t>(shape[0]) * shape[1] * shape[2];
-  if (offsets[1] - offsets[0] != n * element) throw std::runtime_error(path + ":" + chosen + ": its bytes do not match its shape");
+  if (offsets[1] < offsets[0] || offsets[1] > data_bytes || offsets[1] - offsets[0] != n * element) {
+    throw std::runtime_error(path + ":" + chosen + ": its data offsets do not match its shape and the file");
+  }
   in.seekg(static_cast<std::streamoff>(8 + header_len + offsets[0]));
   std::vector<char> raw(n * element);
   in.read(raw.data(), static_cast<std::streamsize>(raw.size()));
@@ -85,7 +102,10 @@ kernels::KvTensor read_kv_file(const std::string& spec) {
   if (marker != std::string::npos) {
     const std::size_t end = marker + std::string(".safetensors").size();
     const std::string path = spec.substr(0, end);
-    std::string tensor = spec.size() > end && spec[end] == ':' ? spec.substr(end + 1) : "";
+    if (spec.size() > end && spec[end] != ':') {
+      throw std::runtime_error(spec + ": give FILE.safetensors or FILE.safetensors:TENSOR");
+    }
+    std::string tensor = spec.size() > end ? spec.substr(end + 1) : "";
     return read_safetensors(path, tensor);
   }
   if (!ends_with(spec, ".npy")) throw std::runtime_error(spec + ": give a .npy or .safetensors file");

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <charconv>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <random>
@@ -92,9 +94,27 @@ KvTensor synthetic_values(int tokens, int kv_heads, int head_dim, std::uint64_t 
   return normal_tensor(tokens, kv_heads, head_dim, seed, false);
 }
 
+std::size_t checked_elements(const std::vector<long>& shape, std::size_t element, std::uintmax_t available,
+                             const std::string& path) {
+  for (long d : shape) {
+    if (d < 1 || d >= (1L << 31)) throw std::runtime_error(path + ": dimension " + std::to_string(d) + " is out of range");
+  }
+  std::uintmax_t n = 1;
+  for (long d : shape) {
+    if (n > available / element / static_cast<std::uintmax_t>(d)) {
+      throw std::runtime_error(path + ": the file is shorter than its shape says");
+    }
+    n *= static_cast<std::uintmax_t>(d);
+  }
+  return static_cast<std::size_t>(n);
+}
+
 KvTensor read_npy(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) throw std::runtime_error(path + ": cannot read (not a regular file)");
+  const std::uintmax_t file_bytes = std::filesystem::file_size(path, ec);
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": cannot read");
+  if (!in || ec) throw std::runtime_error(path + ": cannot read");
   char magic[6];
   in.read(magic, 6);
   if (!in || std::memcmp(magic, "\x93NUMPY", 6) != 0) throw std::runtime_error(path + ": not a .npy file");
@@ -108,24 +128,36 @@ KvTensor read_npy(const std::string& path) {
   } else {
     in.read(reinterpret_cast<char*>(&header_len), 4);
   }
+  if (!in || header_len > (1u << 20) || header_len > file_bytes) throw std::runtime_error(path + ": not a .npy file (header length)");
   std::string header(header_len, '\0');
   in.read(header.data(), header_len);
   const bool f32 = header.find("'<f4'") != std::string::npos, f16 = header.find("'<f2'") != std::string::npos;
   if (!f32 && !f16) throw std::runtime_error(path + ": only little-endian float32 or float16 arrays are read");
   if (header.find("'fortran_order': True") != std::string::npos) throw std::runtime_error(path + ": Fortran order is not supported");
   const auto open = header.find('('), close = header.find(')');
+  if (open == std::string::npos || close == std::string::npos || close < open) {
+    throw std::runtime_error(path + ": its header has no shape");
+  }
   std::vector<long> shape;
   std::string dims = header.substr(open + 1, close - open - 1);
   for (std::size_t pos = 0; pos < dims.size();) {
     const auto comma = dims.find(',', pos);
-    const std::string part = dims.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    if (part.find_first_not_of(' ') != std::string::npos) shape.push_back(std::stol(part));
+    std::string part = dims.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    part.erase(0, part.find_first_not_of(' '));
+    part.erase(part.find_last_not_of(' ') + 1);
+    if (!part.empty()) {
+      long d = 0;
+      const auto [end, err] = std::from_chars(part.data(), part.data() + part.size(), d);
+      if (err != std::errc() || end != part.data() + part.size()) throw std::runtime_error(path + ": shape entry '" + part + "' is not a number");
+      shape.push_back(d);
+    }
     if (comma == std::string::npos) break;
     pos = comma + 1;
   }
   if (shape.size() != 3) throw std::runtime_error(path + ": expected shape [tokens, kv_heads, head_dim]");
+  const std::uintmax_t data_bytes = file_bytes - std::min<std::uintmax_t>(file_bytes, 10 + header_len);
+  const std::size_t n = checked_elements(shape, f32 ? 4 : 2, data_bytes, path);
   KvTensor t{static_cast<int>(shape[0]), static_cast<int>(shape[1]), static_cast<int>(shape[2]), {}};
-  const std::size_t n = static_cast<std::size_t>(shape[0]) * shape[1] * shape[2];
   t.data.resize(n);
   if (f32) {
     in.read(reinterpret_cast<char*>(t.data.data()), static_cast<std::streamsize>(n * 4));
