@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates the README's figures (docs/figures/*.png) from the example scenarios:
+# Regenerates the docs' figures (docs/figures/*.png) from the example scenarios:
 #   scripts/figures.sh
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
