@@ -99,7 +99,7 @@ int cmd_check(const Args& args) {
   if (!vm->count("scenario")) throw UsageError("a scenario file is required");
   LoadedScenario loaded = load(*vm);
   // The files the scenario refers to are read as a run would read them.
-  if (loaded.scenario.inference) check_workload_files(loaded.scenario.inference->workload);
+  if (loaded.scenario.inference) check_workload_files(*loaded.scenario.inference);
   if ((*vm)["print"].as<bool>()) {
     std::cout << loaded.resolved.dump(2) << "\n";
   } else {

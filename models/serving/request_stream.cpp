@@ -76,7 +76,11 @@ int draw_length(const LengthDistribution& d, Sampler& s) {
 
 std::vector<Request> generate_requests(const Inference& inf, std::uint64_t seed) {
   const WorkloadSpec& w = inf.workload;
-  if (!w.trace.empty()) return read_trace(w.trace);
+  if (!w.trace.empty()) {
+    std::vector<Request> requests = read_trace(w.trace);
+    fit_trace_to_context(requests, w.trace, inf.serving.max_model_len);
+    return requests;
+  }
   Sampler arrivals(seed * 2 + 1), lengths(seed * 2 + 2), groups(seed * 2 + 3);
   std::vector<Request> out;
   out.reserve(static_cast<std::size_t>(w.requests));

@@ -18,6 +18,7 @@ struct Request {
   int output_tokens = 0;
   int prefix_group = -1;  ///< shared-prefix group, -1 for none
   int prefix_tokens = 0;  ///< leading prompt tokens the group shares
+  int trace_row = 0;      ///< the trace's line it came from (0: drawn, not read)
 };
 
 /// A deterministic 64-bit generator (SplitMix64) with the samplers the workload needs.
@@ -41,6 +42,13 @@ class Sampler {
 /// draws do not change).
 std::vector<Request> generate_requests(const Inference& inference, std::uint64_t seed);
 
+/// A trace's requests against the engine's context (the serving rules vLLM's frontend applies):
+/// a prompt of max_model_len tokens or more is refused (ScenarioError naming the trace's row, as
+/// vLLM refuses the request); an output longer than the context leaves is cut to what it leaves,
+/// as drawn workloads are (such a row was recorded on a longer-context deployment). Returns how
+/// many outputs were cut.
+int fit_trace_to_context(std::vector<Request>& requests, const std::string& trace, int max_model_len);
+
 /// Reads a trace CSV (trace_reader.cpp): a header (a UTF-8 byte-order mark allowed), then
 /// `arrival_s` (or `timestamp`: seconds or "YYYY-MM-DD hh:mm:ss(.fff)", rebased to the first),
 /// `prompt_tokens` (or `ContextTokens`), `output_tokens` (or `GeneratedTokens`); cells may be
@@ -53,8 +61,8 @@ std::vector<Request> read_trace(const std::string& path);
 /// Throws ScenarioError naming the file, the line and `key` (the scenario key that names the file).
 std::vector<double> read_lengths(const std::string& path, const std::string& key = "inference.workload.*_tokens.file");
 
-/// Opens and checks every file the workload refers to (its trace, its empirical length files), as
-/// a run would read them: what `memtwin check` adds to loading.
-void check_workload_files(const WorkloadSpec& workload);
+/// Opens and checks every file the workload refers to (its trace, against the engine's context;
+/// its empirical length files), as a run would read them: what `memtwin check` adds to loading.
+void check_workload_files(const Inference& inference);
 
 }  // namespace memtwin

@@ -153,6 +153,7 @@ class TraceParser {
       }
       previous = t;
       r.arrival_s = t;
+      r.trace_row = line_no;
       r.prompt_tokens = tokens(cells[static_cast<std::size_t>(prompt)], line_no, "prompt_tokens");
       r.output_tokens = tokens(cells[static_cast<std::size_t>(output)], line_no, "output_tokens");
       out.push_back(r);
@@ -168,6 +169,23 @@ class TraceParser {
 }  // namespace
 
 std::vector<Request> read_trace(const std::string& path) { return TraceParser(path).read(); }
+
+int fit_trace_to_context(std::vector<Request>& requests, const std::string& trace, int max_model_len) {
+  int cut = 0;
+  for (Request& r : requests) {
+    if (r.prompt_tokens >= max_model_len) {
+      throw ScenarioError({trace, r.trace_row, 1}, kKey,
+                          "a " + std::to_string(r.prompt_tokens) + "-token prompt does not fit inference.serving."
+                          "max_model_len (" + std::to_string(max_model_len) + "), which vLLM refuses: filter the trace "
+                          "or raise max_model_len");
+    }
+    if (r.prompt_tokens + r.output_tokens > max_model_len) {
+      r.output_tokens = max_model_len - r.prompt_tokens;
+      ++cut;
+    }
+  }
+  return cut;
+}
 
 std::vector<double> read_lengths(const std::string& path, const std::string& key) {
   std::error_code ec;
@@ -192,8 +210,12 @@ std::vector<double> read_lengths(const std::string& path, const std::string& key
   return values;
 }
 
-void check_workload_files(const WorkloadSpec& w) {
-  if (!w.trace.empty()) read_trace(w.trace);
+void check_workload_files(const Inference& inference) {
+  const WorkloadSpec& w = inference.workload;
+  if (!w.trace.empty()) {
+    std::vector<Request> requests = read_trace(w.trace);
+    fit_trace_to_context(requests, w.trace, inference.serving.max_model_len);
+  }
   if (w.prompt_tokens.dist == LengthDist::empirical) read_lengths(w.prompt_tokens.file, "inference.workload.prompt_tokens.file");
   if (w.output_tokens.dist == LengthDist::empirical) read_lengths(w.output_tokens.file, "inference.workload.output_tokens.file");
 }

@@ -94,3 +94,26 @@ TEST_CASE("memtwin check reads the trace a scenario names and refuses a bad one 
   CHECK_THAT(r.err, Catch::Contains(trace + ":3:3"));
   CHECK_THAT(r.err, Catch::Contains("inference.workload.trace"));
 }
+
+TEST_CASE("a trace's prompt past max_model_len is refused with its row; a too-long output is cut", "[unit]") {
+  const std::string trace = write_file("context.csv", "arrival_s,prompt_tokens,output_tokens\n0,100,10\n0.1,9000,5\n");
+  std::vector<Request> requests = read_trace(trace);
+  try {
+    fit_trace_to_context(requests, trace, 8192);
+    FAIL("accepted a prompt longer than the context");
+  } catch (const ScenarioError& e) {
+    CHECK(e.where().line == 3);
+    CHECK_THAT(e.what(), Catch::Contains("9000-token prompt does not fit inference.serving.max_model_len (8192)"));
+  }
+  std::vector<Request> fits = read_trace(write_file("cut.csv", "arrival_s,prompt_tokens,output_tokens\n0,8000,500\n0.1,10,5\n"));
+  CHECK(fit_trace_to_context(fits, "cut.csv", 8192) == 1);
+  CHECK(fits[0].output_tokens == 192);
+  CHECK(fits[1].output_tokens == 5);
+  // memtwin check applies the same rule.
+  const std::string scenario = write_file("context.yaml", "name: long-prompt\ncluster: {nodes: 1, gpus_per_node: 1, gpu: h100-sxm}\n"
+                                                          "model: llama-2-7b\ninference:\n  serving: {max_model_len: 4096}\n"
+                                                          "  workload: {trace: " + trace + "}\n");
+  const auto r = test::run_memtwin({"check", scenario});
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains(trace + ":3:1"));
+}
