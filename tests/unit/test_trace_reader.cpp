@@ -95,7 +95,7 @@ TEST_CASE("memtwin check reads the trace a scenario names and refuses a bad one 
   CHECK_THAT(r.err, Catch::Contains("inference.workload.trace"));
 }
 
-TEST_CASE("a trace's prompt past max_model_len is refused with its row; a too-long output is cut", "[unit]") {
+TEST_CASE("a trace's prompt past max_model_len is refused with its row, and a too-long output is cut", "[unit]") {
   const std::string trace = write_file("context.csv", "arrival_s,prompt_tokens,output_tokens\n0,100,10\n0.1,9000,5\n");
   std::vector<Request> requests = read_trace(trace);
   try {
