@@ -324,6 +324,7 @@ struct Inference {
 
 struct SimulationSpec {
   Fidelity fidelity = Fidelity::full;
+  Seconds time_limit{600};  ///< a simulation estimated to take longer is refused (sim/resource_check.h)
 };
 
 struct Scenario {

@@ -20,6 +20,9 @@ void declare_top(Table& t) {
   t.add("simulation.fidelity", K::choice, "full",
         "full: simulate every rank; fast: simulate one rank per identical group")
       .choices(names(kFidelityNames));
+  t.add("simulation.time_limit", K::duration, "10min",
+        "refuse a simulation estimated to take longer on the reference machine (the estimate is printed)")
+      .above(0);
 }
 
 void declare_model(Table& t) {

@@ -3,6 +3,8 @@
 #   scripts/dev.sh run  [memtwin run args...]  install what is missing, build, run the quick-start scenario
 #   scripts/dev.sh test [ctest args...]        install what is missing, build, run every test through ctest
 #   scripts/dev.sh build                        install what is missing and build
+#   scripts/dev.sh sanitize [ctest args...]    the [unit] tests built with clang under ASan + UBSan (build-sanitize/)
+#   scripts/dev.sh fuzz SECONDS|--runs N         every reader's libFuzzer harness (scripts/fuzz.sh; build-sanitize/)
 # Runs on a fresh Debian 12 machine as root (or with sudo). Set MEMTWIN_BUILD_DIR to build elsewhere.
 set -euo pipefail
 
@@ -17,10 +19,12 @@ packages=(
   python3 python3-matplotlib python3-numpy
   libopenmpi-dev openmpi-bin libopenblas-dev
 )
+# What `sanitize` and `fuzz` add: clang with its sanitizer and libFuzzer runtimes, and its OpenMP.
+sanitizer_packages=(clang libclang-rt-14-dev libomp-14-dev)
 
 install_missing() {
   local missing=()
-  for p in "${packages[@]}"; do
+  for p in "${packages[@]}" "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
   [ ${#missing[@]} -eq 0 ] && return 0
@@ -34,6 +38,17 @@ install_missing() {
 build_all() {
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
   cmake --build "$build" -j "$(nproc)"
+}
+
+# Everything with AddressSanitizer + UndefinedBehaviorSanitizer and the fuzz harnesses, without
+# CUDA (nvcc does not take the sanitizer flags). -O1, as the sanitizers' documentation advises.
+sanitize_build="$root/build-sanitize"
+build_sanitized() {
+  install_missing "${sanitizer_packages[@]}"
+  CC=clang CXX=clang++ cmake -S "$root" -B "$sanitize_build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" -DMEMTWIN_FUZZ=ON \
+    -DCMAKE_CUDA_COMPILER=NOTFOUND >/dev/null
+  cmake --build "$sanitize_build" -j "$(nproc)" "$@"
 }
 
 cmd="${1:-}"
@@ -54,8 +69,19 @@ case "$cmd" in
     install_missing
     build_all
     ;;
+  sanitize)
+    build_sanitized
+    cd "$sanitize_build"
+    # Leaks are not failures here: SimGrid keeps its engine for the process's life.
+    export ASAN_OPTIONS="detect_leaks=0:abort_on_error=0" UBSAN_OPTIONS="print_stacktrace=1"
+    exec ctest --output-on-failure -j "$(nproc)" "$@"
+    ;;
+  fuzz)
+    build_sanitized --target fuzzers
+    exec "$root/scripts/fuzz.sh" "$@"
+    ;;
   *)
-    sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <unordered_map>
 
 #include "models/comm/collective_model.h"
 
@@ -21,20 +22,19 @@ std::vector<double> idle_transfer_seconds(const std::vector<Flow>& flows, const 
   const double nic_bw = model.usable_nic_bandwidth().value();
   const double uplink_bw = c.inter_node.nics_per_node * nic_bw / c.inter_node.oversubscription;
   const int nics = c.inter_node.nics_per_node;
-  const std::size_t ranks = node_of_gpu.size();
-  const std::size_t nodes = ranks == 0 ? 0 : static_cast<std::size_t>(node_of_gpu.back()) + 1;
-  // Flows crossing each link, by direction: [0] leaving, [1] arriving.
-  std::vector<int> intra[2] = {std::vector<int>(ranks), std::vector<int>(ranks)};
-  std::vector<int> nic[2] = {std::vector<int>(nodes * nics), std::vector<int>(nodes * nics)};
-  std::vector<int> uplink[2] = {std::vector<int>(nodes), std::vector<int>(nodes)};
+  // Flows crossing each link, by direction: [0] leaving, [1] arriving. Keyed by the links the flows
+  // touch (not sized by the cluster), so a collective costs its flows, not its cluster's GPUs.
+  std::unordered_map<std::size_t, int> intra[2], nic[2], uplink[2];
   auto nic_of = [&](int gpu) { return static_cast<std::size_t>(node_of_gpu[gpu]) * nics + gpu % c.gpus_per_node % nics; };
+  auto node_of = [&](int gpu) { return static_cast<std::size_t>(node_of_gpu[gpu]); };
+  auto gpu_key = [](int gpu) { return static_cast<std::size_t>(gpu); };
   for (const auto& f : flows) {
     if (f.bytes <= 0) continue;
     if (node_of_gpu[f.src] == node_of_gpu[f.dst]) {
-      ++intra[0][f.src], ++intra[1][f.dst];
+      ++intra[0][gpu_key(f.src)], ++intra[1][gpu_key(f.dst)];
     } else {
       ++nic[0][nic_of(f.src)], ++nic[1][nic_of(f.dst)];
-      ++uplink[0][node_of_gpu[f.src]], ++uplink[1][node_of_gpu[f.dst]];
+      ++uplink[0][node_of(f.src)], ++uplink[1][node_of(f.dst)];
     }
   }
   std::vector<double> seconds;
@@ -46,10 +46,10 @@ std::vector<double> idle_transfer_seconds(const std::vector<Flow>& flows, const 
     }
     double rate = 0;
     if (node_of_gpu[f.src] == node_of_gpu[f.dst]) {
-      rate = intra_bw / std::max(intra[0][f.src], intra[1][f.dst]);
+      rate = intra_bw / std::max(intra[0][gpu_key(f.src)], intra[1][gpu_key(f.dst)]);
     } else {
       rate = std::min(nic_bw / std::max(nic[0][nic_of(f.src)], nic[1][nic_of(f.dst)]),
-                      uplink_bw / std::max(uplink[0][node_of_gpu[f.src]], uplink[1][node_of_gpu[f.dst]]));
+                      uplink_bw / std::max(uplink[0][node_of(f.src)], uplink[1][node_of(f.dst)]));
     }
     seconds.push_back(f.bytes / rate);
   }

@@ -22,6 +22,13 @@ std::unique_ptr<simgrid::s4u::Engine> make_engine(bool guard_pages) {
   simgrid::s4u::Engine::set_config("network/crosstraffic:0");
   simgrid::s4u::Engine::set_config("network/TCP-gamma:0");
   if (!guard_pages) simgrid::s4u::Engine::set_config("contexts/guard-size:0");
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  // SimGrid's raw contexts switch stacks behind AddressSanitizer's back (Debian's SimGrid is built
+  // without its fiber annotations); threads it can follow.
+  simgrid::s4u::Engine::set_config("contexts/factory:thread");
+#endif
+#endif
   return engine;
 }
 

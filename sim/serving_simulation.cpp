@@ -14,6 +14,7 @@
 #include "models/serving/request_stream.h"
 #include "sim/collectives.h"
 #include "sim/engine_setup.h"
+#include "sim/resource_check.h"
 #include "sim/platform.h"
 
 namespace memtwin::sim {
@@ -221,7 +222,9 @@ class Replica {
 ServingRun simulate_serving(const Scenario& s) {
   const Inference& inf = *s.inference;
   const ServingMemory memory = serving_memory(s);
-  ServingRun out = start_serving_run(generate_requests(inf, s.seed));
+  std::vector<Request> requests = generate_requests(inf, s.seed);
+  refuse_beyond_machine(s, estimate_serving(requests));
+  ServingRun out = start_serving_run(std::move(requests));
   out.capacity_blocks = memory.capacity_blocks;
   auto engine = make_engine();
   const Platform platform = build_platform(s.cluster);

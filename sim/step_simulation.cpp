@@ -10,6 +10,7 @@
 #include "models/backend.h"
 #include "sim/collectives.h"
 #include "sim/engine_setup.h"
+#include "sim/resource_check.h"
 #include "sim/platform.h"
 
 namespace memtwin::sim {
@@ -93,9 +94,11 @@ class Simulation {
     for (int slot = 0; slot < static_cast<int>(rank_of_slot_.size()); ++slot) {
       const int r = rank_of_slot_[slot];
       const auto& streams = stream_ops_[plan_.program_of_rank[r]];
-      for (const auto& [stream, ops] : streams) {
+      for (const auto& entry : streams) {
+        const Stream stream = entry.first;
+        const auto* ops = &entry.second;  // a structured binding cannot be captured before C++20 in clang 14
         sg4::Actor::create("rank" + std::to_string(r) + "." + stream_name(stream), platform_.gpus[slot],
-                           [this, r, stream, &ops] { run_stream(r, stream, ops); });
+                           [this, r, stream, ops] { run_stream(r, stream, *ops); });
       }
     }
   }
@@ -398,6 +401,10 @@ StepSimulation simulate_step(const Scenario& scenario, const Plan& plan, int tra
                       "(vm.max_map_count = " + std::to_string(maps) + "); use simulation.fidelity: fast, "
                       "--backend analytic, or raise vm.max_map_count");
   }
+  std::vector<int> ranks;
+  for (int node : nodes)
+    for (int g = 0; g < scenario.cluster.gpus_per_node; ++g) ranks.push_back(node * scenario.cluster.gpus_per_node + g);
+  refuse_beyond_machine(scenario, estimate_step(plan, ranks, trace_ranks));
   auto engine = make_engine(2 * actors + spare <= maps);
   Simulation sim(scenario, plan, trace_ranks, nodes);
   sim.start_actors();

@@ -1,6 +1,7 @@
 #include "apps/memtwin/kv_files.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -98,6 +99,7 @@ kernels::KvTensor read_safetensors(const std::string& path, const std::string& w
 }  // namespace
 
 kernels::KvTensor read_kv_file(const std::string& spec) {
+  kernels::KvTensor t;
   const auto marker = spec.find(".safetensors");
   if (marker != std::string::npos) {
     const std::size_t end = marker + std::string(".safetensors").size();
@@ -106,10 +108,19 @@ kernels::KvTensor read_kv_file(const std::string& spec) {
       throw std::runtime_error(spec + ": give FILE.safetensors or FILE.safetensors:TENSOR");
     }
     std::string tensor = spec.size() > end ? spec.substr(end + 1) : "";
-    return read_safetensors(path, tensor);
+    t = read_safetensors(path, tensor);
+  } else {
+    if (!ends_with(spec, ".npy")) throw std::runtime_error(spec + ": give a .npy or .safetensors file");
+    t = kernels::read_npy(spec);
   }
-  if (!ends_with(spec, ".npy")) throw std::runtime_error(spec + ": give a .npy or .safetensors file");
-  return kernels::read_npy(spec);
+  // A NaN or an infinity would make every error NaN and every comparison false: a quality of 0
+  // error and full top-k overlap would be reported for nonsense.
+  const auto bad = std::find_if(t.data.begin(), t.data.end(), [](float x) { return !std::isfinite(x); });
+  if (bad != t.data.end()) {
+    throw std::runtime_error(spec + ": element " + std::to_string(bad - t.data.begin()) + " is not finite (" +
+                             std::to_string(*bad) + ")");
+  }
+  return t;
 }
 
 }  // namespace memtwin::cli

@@ -216,7 +216,8 @@ DeviceCalibration calibrate_host(double min_seconds) {
   std::map<int, std::vector<RateSample>> arithmetic_by_rows;
   std::map<int, std::vector<RateSample>> whole_by_rows;  // each GEMM's weight bytes / its whole time
   double worst_residual = 0;
-  for (auto [k, n] : {std::pair<int, int>{512, 1536}, {512, 2816}, {1408, 512}, {512, 8192}, {2048, 2048}}) {
+  for (const auto& k_n : {std::pair<int, int>{512, 1536}, {512, 2816}, {1408, 512}, {512, 8192}, {2048, 2048}}) {
+    const int k = k_n.first, n = k_n.second;  // plain variables: clang 14 cannot capture bindings
     const std::size_t matrix = static_cast<std::size_t>(k) * n;
     const std::size_t copies = std::max<std::size_t>(2, (std::size_t{256} << 20) / (matrix * sizeof(float)));
     std::vector<float> weights(matrix * copies, 0.01f), rows(64 * static_cast<std::size_t>(k), 0.01f), out(64 * static_cast<std::size_t>(n));

@@ -3,6 +3,10 @@
 #include <cstring>
 #include <vector>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include "kernels/cpu/decode_attention_simd.h"
 #include "kernels/cpu/dequantize_fast.h"
 #include "kernels/kv_kernels.h"
@@ -96,7 +100,10 @@ void attend_pair(const DecodeAttentionArgs& a, int seq, int kvh, const float* ha
 namespace simd {
 bool avx2_supported() {
 #if defined(__x86_64__) && defined(__GNUC__) && defined(MEMTWIN_KERNELS_AVX2)
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  // F16C from CPUID leaf 1 (ECX bit 29): clang 14's __builtin_cpu_supports does not know "f16c".
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29)) != 0;
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
 #else
   return false;
 #endif

@@ -17,7 +17,8 @@ double model_flops_per_gpu_step(const Scenario& s) {
 }
 
 namespace {
-constexpr double kMaxOpsPerProgram = 2e7;  // about 4 GB of ops
+constexpr double kMaxPlanOps = 1.6e6;       // about 1 GB of ops
+constexpr double kPlanBytesPerOp = 600;    // measured: an op, its GEMM shapes and names
 }  // namespace
 
 Plan build_training_plan(const Scenario& s) {
@@ -32,16 +33,17 @@ Plan build_training_plan(const Scenario& s) {
   const int cp = t.parallelism.context;
   const int microbatches = t.global_batch / (t.micro_batch * (dp / cp));
   const int chunks = t.parallelism.schedule == PipelineSchedule::interleaved ? t.parallelism.interleave : 1;
-  // Each micro-batch emits some 15 ops per block of a stage, forward and backward: refuse a plan
-  // whose programs would not fit in memory (about 200 bytes an op) before building it.
-  const double ops_per_program = 15.0 * microbatches * (static_cast<double>(m.layers) / pp);
-  if (ops_per_program > kMaxOpsPerProgram) {
-    char estimate[64];
-    std::snprintf(estimate, sizeof estimate, "%.3g", ops_per_program);
+  // Each micro-batch emits some 15 ops per block, forward and backward, in the program of the
+  // block's stage: refuse a plan that would not fit in memory (some 600 bytes an op with its
+  // shapes and names) before building it.
+  const double plan_ops = 15.0 * microbatches * static_cast<double>(m.layers);
+  if (plan_ops > kMaxPlanOps) {
+    char estimate[96];
+    std::snprintf(estimate, sizeof estimate, "about %.2g plan ops (%.1f GB)", plan_ops, plan_ops * kPlanBytesPerOp / 1e9);
     throw PlanUnsupported(std::string("a step of ") + std::to_string(microbatches) + " micro-batches over " +
-                          std::to_string(m.layers / pp) + " blocks per stage is about " + estimate +
-                          " plan ops per rank, past the " + std::to_string(static_cast<long>(kMaxOpsPerProgram)) +
-                          " a plan is built for (about 4 GB); a larger training.micro_batch makes fewer micro-batches "
+                          std::to_string(m.layers) + " blocks is " + estimate + ", past the " +
+                          std::to_string(static_cast<long>(kMaxPlanOps)) +
+                          " a plan is built for (1 GB); a larger training.micro_batch makes fewer micro-batches "
                           "(the memory model needs no plan: --backend analytic)");
   }
   if (chunks > 1 && microbatches % pp != 0) {

@@ -80,7 +80,7 @@ void apply_calibration(const std::string& path, const ParamValues& scenario, Clu
     throw ScenarioError({path, e.mark.line + 1, e.mark.column + 1}, "", "not a valid calibration file: " + e.msg);
   }
   if (!root.IsMap()) throw ScenarioError({path, 1, 1}, "", "a calibration file is a mapping");
-  refuse_alias_expansion(root, path);
+  refuse_unbounded_or_invalid_text(root, path);
   // Each calibration key, the scenario key it stands in for, and how to apply it.
   using Apply = std::function<void(const YAML::Node&, const SourceLocation&, const std::string&)>;
   // Every value obeys the range of the scenario key it stands in for (one definition: the schema),

@@ -17,6 +17,22 @@ std::optional<YAML::Node> first_of(const YAML::Node& config, std::initializer_li
   return std::nullopt;
 }
 
+// A JSON string field (yaml-cpp tags a quoted scalar "!"), or `fallback` when absent or null.
+// Anything else (a number, a list, an object) is refused naming the field and its line.
+std::string string_field(const YAML::Node& config, std::initializer_list<const char*> keys, const std::string& fallback,
+                         const std::string& path, const SourceLocation& where) {
+  for (const char* k : keys) {
+    const YAML::Node& v = config[k];
+    if (!v.IsDefined() || v.IsNull()) continue;
+    if (!v.IsScalar() || v.Tag() != "!") {
+      throw ScenarioError(where, "model.hf_config",
+                          path + ":" + std::to_string(v.Mark().line + 1) + ": '" + k + "' must be a string");
+    }
+    return v.Scalar();
+  }
+  return fallback;
+}
+
 }  // namespace
 
 YAML::Node read_hf_config(const std::string& path, const SourceLocation& where) {
@@ -34,10 +50,10 @@ YAML::Node read_hf_config(const std::string& path, const SourceLocation& where) 
   }
   const YAML::Node& config = loaded;
   if (!config.IsMap()) throw ScenarioError(where, "model.hf_config", path + " is not a JSON object");
-  refuse_alias_expansion(config, path);
+  refuse_unbounded_or_invalid_text(config, path);
   refuse_duplicate_keys(path, config, "");
 
-  const std::string type = config["model_type"].IsDefined() ? config["model_type"].as<std::string>() : "";
+  const std::string type = string_field(config, {"model_type"}, "", path, where);
   YAML::Node out(YAML::NodeType::Map);
   auto copy = [&](const char* key, std::initializer_list<const char*> names, bool required) {
     std::optional<YAML::Node> v = first_of(config, names);
@@ -62,15 +78,14 @@ YAML::Node read_hf_config(const std::string& path, const SourceLocation& where) 
 
   const bool gpt_style = type == "opt" || type == "gpt2" || type == "gpt_neox" || type == "gptj";
   if (gpt_style) {
-    auto activation = first_of(config, {"activation_function", "hidden_act"});
-    std::string act = activation ? activation->as<std::string>() : "gelu";
+    const std::string act = string_field(config, {"activation_function", "hidden_act"}, "gelu", path, where);
     out["mlp"] = act == "relu" ? "relu" : "gelu";
     out["norm"] = "layernorm";
     out["bias"] = "all";
     out["position_embedding"] = type == "opt" || type == "gpt2" ? "learned" : "rope";
     if (!config["tie_word_embeddings"].IsDefined()) out["tied_embeddings"] = type == "opt" || type == "gpt2";
   } else {
-    std::string act = config["hidden_act"].IsDefined() ? config["hidden_act"].as<std::string>() : "silu";
+    const std::string act = string_field(config, {"hidden_act"}, "silu", path, where);
     out["mlp"] = act.find("gelu") != std::string::npos ? "geglu" : "swiglu";
     out["norm"] = "rmsnorm";
     if (type == "qwen2" || type == "qwen2_moe") out["bias"] = "qkv";

@@ -26,6 +26,7 @@ LoadedScenario load_scenario_text(std::string_view text, const std::string& name
   s.description = values.text("description");
   s.seed = static_cast<std::uint64_t>(values.integer("seed"));
   s.simulation.fidelity = values.choice("simulation.fidelity", kFidelityNames);
+  s.simulation.time_limit = values.duration("simulation.time_limit");
   s.cluster = build_cluster(values);
   s.model = build_model(values);
 

@@ -112,12 +112,16 @@ void apply_override(YAML::Node root, const std::string& spec, std::map<std::stri
   std::string path = spec.substr(0, eq);
   std::string value_text = spec.substr(eq + 1);
   if (value_text.empty()) throw ScenarioError({where}, path, "the value is empty");
+  if (const std::size_t bad = first_invalid_utf8(spec); bad != std::string_view::npos) {
+    throw ScenarioError({"--set"}, "", "byte " + std::to_string(bad) + " of the override is not UTF-8");
+  }
   YAML::Node value;
   try {
     value = YAML::Load(value_text);
   } catch (const YAML::Exception&) {
     value = YAML::Node(value_text);  // not YAML: take the text as it is
   }
+  refuse_unbounded_or_invalid_text(value, where);
   std::vector<std::string> parts;
   std::stringstream ss(path);
   for (std::string part; std::getline(ss, part, '.');) {
@@ -197,6 +201,12 @@ SourceLocation ScenarioTree::locate(const std::string& path, const YAML::Mark& m
     if (dot == std::string::npos) break;
     p.resize(dot);
   }
+  // A mapping that only an override created (`--set a.b=1` makes `a`) is located at that override.
+  const auto below = origins.lower_bound(path + ".");
+  if (mark.is_null() && below != origins.end() && below->first.rfind(path + ".", 0) == 0 &&
+      below->second.rfind("--set", 0) == 0) {
+    return {below->second, 0, 0};
+  }
   return at(file, mark);
 }
 
@@ -207,7 +217,7 @@ ScenarioTree build_scenario_tree(std::string_view text, const std::string& file,
   tree.base_dir = base_dir;
   tree.root = parse_yaml(text, file);
   if (!tree.root || tree.root.IsNull()) throw ScenarioError({file, 1, 1}, "", "the scenario is empty");
-  refuse_alias_expansion(tree.root, file);
+  refuse_unbounded_or_invalid_text(tree.root, file);
   if (!tree.root.IsMap()) {
     throw ScenarioError(at(file, tree.root.Mark()), "", "a scenario is a mapping with name, cluster, model and training or inference");
   }

@@ -22,25 +22,67 @@ void refuse_unreadable_yaml_file(const std::string& path, const SourceLocation& 
   }
 }
 
-void refuse_alias_expansion(const YAML::Node& root, const std::string& file, std::size_t limit) {
+std::size_t first_invalid_utf8(std::string_view text) {
+  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[i]); };
+  for (std::size_t i = 0; i < text.size();) {
+    const unsigned char lead = byte(i);
+    int length = 0;
+    unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range (RFC 3629, table 3-7 of Unicode)
+    if (lead < 0x80) {
+      length = 1;
+    } else if (lead >= 0xC2 && lead <= 0xDF) {
+      length = 2;
+    } else if (lead >= 0xE0 && lead <= 0xEF) {
+      length = 3;
+      if (lead == 0xE0) lo = 0xA0;  // no overlong forms
+      if (lead == 0xED) hi = 0x9F;  // no surrogates
+    } else if (lead >= 0xF0 && lead <= 0xF4) {
+      length = 4;
+      if (lead == 0xF0) lo = 0x90;
+      if (lead == 0xF4) hi = 0x8F;  // nothing past U+10FFFF
+    } else {
+      return i;
+    }
+    if (i + length > text.size()) return i;
+    for (int k = 1; k < length; ++k) {
+      const unsigned char c = byte(i + k);
+      if (k == 1 ? (c < lo || c > hi) : (c < 0x80 || c > 0xBF)) return i;
+    }
+    i += length;
+  }
+  return std::string_view::npos;
+}
+
+void refuse_unbounded_or_invalid_text(const YAML::Node& root, const std::string& file, std::size_t limit) {
   std::size_t visited = 0;
+  const auto location = [&](const YAML::Node& node) {
+    return SourceLocation{file, node.Mark().line + 1, node.Mark().column + 1};
+  };
   // Depth-first, as the readers walk; stops at the limit, so the check itself is bounded.
-  std::function<void(const YAML::Node&)> walk = [&](const YAML::Node& node) {
+  std::function<void(const YAML::Node&, const std::string&)> walk = [&](const YAML::Node& node, const std::string& key) {
     if (++visited > limit) {
-      throw ScenarioError({file, node.Mark().line + 1, node.Mark().column + 1}, "",
+      throw ScenarioError(location(node), key,
                           "the document expands to more than " + std::to_string(limit) +
                               " nodes (YAML aliases repeating a large mapping?); write the values out");
     }
-    if (node.IsMap()) {
+    if (node.IsScalar()) {
+      const std::size_t bad = first_invalid_utf8(node.Scalar());
+      if (bad != std::string_view::npos) {
+        throw ScenarioError(location(node), key,
+                            "byte " + std::to_string(bad) + " of this text is not UTF-8 (save the file as UTF-8)");
+      }
+    } else if (node.IsMap()) {
       for (auto it = node.begin(); it != node.end(); ++it) {
-        walk(it->first);
-        walk(it->second);
+        walk(it->first, key);
+        const std::string name = it->first.IsScalar() ? it->first.Scalar() : "?";
+        walk(it->second, key.empty() ? name : key + "." + name);
       }
     } else if (node.IsSequence()) {
-      for (auto it = node.begin(); it != node.end(); ++it) walk(*it);
+      std::size_t index = 0;
+      for (auto it = node.begin(); it != node.end(); ++it, ++index) walk(*it, key + "[" + std::to_string(index) + "]");
     }
   };
-  walk(root);
+  walk(root, "");
 }
 
 }  // namespace memtwin

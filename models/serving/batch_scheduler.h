@@ -169,7 +169,6 @@ class BatchScheduler {
     std::int64_t capacity_blocks = 0, used_blocks = 0;
     std::map<int, StoredPrefix> prefixes;
   };
-  struct Tier;
   std::map<int, StoredPrefix>::iterator first_leaver(Tier& tier) const;
   /// Whether `a` leaves a tier before `b` under the policy.
   [[nodiscard]] bool leaves_first(std::uint64_t a_last_use, std::uint64_t a_uses, std::uint64_t b_last_use,

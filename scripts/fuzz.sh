@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Fuzzes every reader memtwin has with libFuzzer, under AddressSanitizer + UndefinedBehaviorSanitizer:
+# the scenario loader, calibration files, HuggingFace config.json, request traces (and length files),
+# .npy and .safetensors KV tensors. Each starts from its seeds (the examples and the bad-input
+# corpus under tests/); an input that crashes, trips a sanitizer, takes over 10 s or allocates over
+# 1 GB is a failure, saved under build-sanitize/fuzz-crashes/READER/.
+#   scripts/fuzz.sh SECONDS      each reader for SECONDS (a long run; the figures go to docs/reliability.md)
+#   scripts/fuzz.sh --runs N     each reader for N inputs from a fixed seed: the same inputs every time (CI)
+# Run through `scripts/dev.sh fuzz ...`, which builds the harnesses first. Exit 1 when any reader failed.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="$root/build-sanitize"
+case "${1:-}" in
+  --runs) [ -n "${2:-}" ] || { echo "usage: scripts/fuzz.sh SECONDS | --runs N" >&2; exit 2; }
+          budget=(-runs="$2" -seed=1) ;;
+  ''|-*) echo "usage: scripts/fuzz.sh SECONDS | --runs N" >&2; exit 2 ;;
+  *) budget=(-max_total_time="$1") ;;
+esac
+
+# reader  max_len  seed files
+seeds() {
+  case "$1" in
+    scenario) find "$root/scenarios" "$root/tests/bad_scenarios" "$root/tests/bad_inputs/scenario" -name '*.yaml' -not -path '*/presets/*' ;;
+    calibration) find "$root/tests/bad_inputs/calibration" "$root/tests/fuzz/seeds/calibration" -name '*.yaml' ;;
+    hf_config) find "$root/tests/bad_inputs/hf_config" -name '*.json' ;;
+    trace) find "$root/tests/bad_inputs/trace" "$root/tests/bad_inputs/lengths" -type f ;;
+    npy) find "$root/tests/bad_inputs/kv" -name '*.npy' ;;
+    safetensors) find "$root/tests/bad_inputs/kv" -name '*.safetensors' ;;
+  esac
+}
+
+export ASAN_OPTIONS="detect_leaks=0:allocator_may_return_null=0" UBSAN_OPTIONS="print_stacktrace=1"
+scratch=/tmp
+[ -w /dev/shm ] && scratch=/dev/shm
+export MEMTWIN_FUZZ_TMP="${MEMTWIN_FUZZ_TMP:-$(mktemp -d -p "$scratch")}"
+failed=0 total=0
+printf '%-12s %12s %8s %8s %s\n' reader executions seconds corpus result
+for reader in scenario calibration hf_config trace npy safetensors; do
+  corpus="$build/fuzz-corpus/$reader" crashes="$build/fuzz-crashes/$reader"
+  mkdir -p "$corpus" "$crashes"
+  seeds "$reader" | sort | while read -r f; do cp "$f" "$corpus/seed-$(basename "$f")"; done
+  log="$build/fuzz-$reader.log"
+  start=$(date +%s)
+  status=0
+  (cd "$build" && "$build/fuzz/fuzz_$reader" "$corpus" "${budget[@]}" -max_len=8192 -timeout=10 \
+      -malloc_limit_mb=1024 -rss_limit_mb=2560 -print_final_stats=1 -artifact_prefix="$crashes/" >"$log" 2>&1) || status=$?
+  seconds=$(( $(date +%s) - start ))
+  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  runs=${runs:-0}
+  total=$((total + runs))
+  result=ok
+  if [ "$status" -ne 0 ]; then
+    result="FAILED (see $log)"
+    failed=1
+    grep -E "ERROR: (AddressSanitizer|libFuzzer|UndefinedBehaviorSanitizer)|runtime error|deadly signal|Test unit written" "$log" | head -5 >&2 || true
+  fi
+  printf '%-12s %12s %8s %8s %s\n' "$reader" "$runs" "$seconds" "$(ls "$corpus" | wc -l)" "$result"
+done
+echo "executions in all: $total"
+rm -rf "$MEMTWIN_FUZZ_TMP"
+exit "$failed"

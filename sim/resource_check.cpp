@@ -1,0 +1,132 @@
+#include "sim/resource_check.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <string>
+
+#include "models/backend.h"
+#include "models/unit_parse.h"
+
+namespace memtwin::sim {
+namespace {
+
+// Per-unit costs on the reference machine (2-core Xeon, Debian 12, SimGrid 3.32), fitted to the
+// runs in docs/simulation-limits.md; an estimate, stated as one.
+constexpr double kStepSecondsPerUnit = 4.0e-6;
+constexpr double kStepBytesPerUnit = 10;
+constexpr double kPlanBytesPerOp = 600;
+constexpr double kTraceBytesPerEvent = 2.0e3;
+constexpr double kServingSecondsPerUnit = 3.2e-7;
+constexpr double kServingBytesPerRequest = 1.1e4;
+constexpr double kBaseBytes = 64.0 * (1 << 20);
+constexpr double kAnnounceSeconds = 10;
+
+std::string scientific(double x) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2g", x);
+  return text;
+}
+
+std::string duration_text(double seconds) {
+  char text[32];
+  if (seconds < 120) {
+    std::snprintf(text, sizeof text, "%.0f s", seconds);
+  } else if (seconds < 7200) {
+    std::snprintf(text, sizeof text, "%.0f min", seconds / 60);
+  } else {
+    std::snprintf(text, sizeof text, "%.1f h", seconds / 3600);
+  }
+  return text;
+}
+
+}  // namespace
+
+WorkEstimate estimate_step(const Plan& plan, const std::vector<int>& simulated_ranks, int trace_ranks) {
+  // Every simulated rank executes each op of its program; each collective is built once per group
+  // (its launcher lays out one flow per member), so a program's collective op costs its group's
+  // size or, when several groups lie among the simulated ranks, their members together. Memory is
+  // the plan itself and the trace events of the traced ranks.
+  std::map<int, double> ranks_of_program;
+  for (int r : simulated_ranks) ranks_of_program[plan.program_of_rank[r]] += 1;
+  std::map<std::string, double> group_size;
+  for (const auto& [role, groups] : plan.groups) group_size[role] = groups.empty() ? 1 : groups.front().size();
+  double units = 0, executed = 0, plan_ops = 0, traced = 0;
+  for (const Program& program : plan.programs) plan_ops += static_cast<double>(program.ops.size());
+  for (const auto& [program, ranks] : ranks_of_program) {
+    for (const Op& op : plan.programs[program].ops) {
+      units += ranks;
+      executed += ranks;
+      if (op.kind == OpKind::collective) units += std::max(group_size[op.role], ranks);
+    }
+  }
+  for (int r : simulated_ranks) {
+    if (r >= trace_ranks) continue;
+    for (const Op& op : plan.programs[plan.program_of_rank[r]].ops)
+      if (op.kind != OpKind::alloc && op.kind != OpKind::free) traced += 1;
+  }
+  WorkEstimate e;
+  e.units = units;
+  e.seconds = units * kStepSecondsPerUnit;
+  e.bytes = kBaseBytes + plan_ops * kPlanBytesPerOp + traced * kTraceBytesPerEvent + units * kStepBytesPerUnit;
+  e.what = "a training step of " + std::to_string(simulated_ranks.size()) + " simulated ranks executing " +
+           scientific(executed) + " ops";
+  return e;
+}
+
+WorkEstimate estimate_serving(const std::vector<Request>& requests) {
+  double decode_steps = 0;
+  for (const Request& r : requests) decode_steps += r.output_tokens;
+  const double n = static_cast<double>(requests.size());
+  WorkEstimate e;
+  e.units = decode_steps + n;
+  e.seconds = e.units * kServingSecondsPerUnit;
+  e.bytes = kBaseBytes + n * kServingBytesPerRequest;
+  e.what = "a serving run of " + scientific(n) + " requests and " + scientific(decode_steps) + " output tokens";
+  return e;
+}
+
+double available_memory_bytes() {
+  double available = 0;
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string key; meminfo >> key;) {
+    double kib = 0;
+    meminfo >> kib;
+    if (key == "MemAvailable:") available = kib * 1024;
+    meminfo.ignore(64, '\n');
+  }
+  rlimit limit{};
+  if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+    const double as = static_cast<double>(limit.rlim_cur);
+    available = available > 0 ? std::min(available, as) : as;
+  }
+  return available > 0 ? available : 1e18;  // unknown: do not refuse on memory
+}
+
+void refuse_beyond_machine(const Scenario& scenario, const WorkEstimate& e) {
+  const double limit_s = scenario.simulation.time_limit.value();
+  const double memory = available_memory_bytes();
+  const std::string estimate = e.what + ": about " + duration_text(e.seconds) + " and " +
+                               human_bytes(Bytes(static_cast<std::int64_t>(e.bytes))) +
+                               " on the reference machine";
+  const std::string ways_out =
+      scenario.training ? "simulation.fidelity: fast (one node pair per stage), a larger training.micro_batch "
+                          "(fewer micro-batches), or --backend analytic (memory without a simulation)"
+                        : "fewer inference.workload.requests (the percentiles settle long before a million), "
+                          "or --backend analytic";
+  if (e.bytes > memory) {
+    throw Unsupported("simulating " + estimate + ", more than the " +
+                      human_bytes(Bytes(static_cast<std::int64_t>(memory))) + " this machine has free; use " + ways_out);
+  }
+  if (e.seconds > limit_s) {
+    throw Unsupported("simulating " + estimate + ", past simulation.time_limit (" + duration_text(limit_s) +
+                      "); raise it to wait, or use " + ways_out);
+  }
+  if (e.seconds > kAnnounceSeconds) std::cerr << "memtwin: simulating " << estimate << "\n";
+}
+
+}  // namespace memtwin::sim

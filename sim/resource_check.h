@@ -1,0 +1,39 @@
+#pragma once
+// The resource pre-check: before SimGrid starts, the work a simulation will do is estimated from
+// what it is given (the plan's ops on the simulated ranks, the flows its collectives build; the
+// requests' decode steps), turned into wall time and memory with per-unit costs measured on the
+// reference machine (docs/simulation-limits.md), and a run past `simulation.time_limit` or past
+// the memory this machine has free is refused with the estimate and what to change, instead of
+// running for hours or being killed. A long run that is allowed says its estimate up front.
+#include <string>
+#include <vector>
+
+#include "models/plan/plan.h"
+#include "models/scenario.h"
+#include "models/serving/request_stream.h"
+
+namespace memtwin::sim {
+
+struct WorkEstimate {
+  double units = 0;    ///< op executions plus collective flows; decode steps plus requests
+  double seconds = 0;  ///< on the reference machine
+  double bytes = 0;    ///< peak resident memory of the simulator
+  std::string what;    ///< "a training step of 8 ranks, 1.2e6 ops", for messages
+};
+
+/// A training step whose `simulated_ranks` run their programs of `plan`, the first `trace_ranks`
+/// of them recording trace events.
+WorkEstimate estimate_step(const Plan& plan, const std::vector<int>& simulated_ranks, int trace_ranks);
+
+/// A serving run of these requests.
+WorkEstimate estimate_serving(const std::vector<Request>& requests);
+
+/// Throws Unsupported (exit 2) when `estimate` exceeds the scenario's time limit or the memory
+/// this machine has available, naming both and the ways out; writes the estimate to stderr when
+/// the run is expected to take more than 10 s.
+void refuse_beyond_machine(const Scenario& scenario, const WorkEstimate& estimate);
+
+/// Memory this process may still use: MemAvailable, or RLIMIT_AS when that is lower.
+double available_memory_bytes();
+
+}  // namespace memtwin::sim
