@@ -173,6 +173,19 @@ std::string format_flops_rate(FlopsPerSec f) {
   return format_with(f.value(), units);
 }
 
+std::optional<double> parse_plain_number(std::string_view text) {
+  if (!text.empty() && text.front() == '+') {  // from_chars takes no '+'
+    text.remove_prefix(1);
+    if (!text.empty() && text.front() == '-') return std::nullopt;
+  }
+  if (text.empty()) return std::nullopt;
+  double v = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (ec != std::errc() || ptr != end) return std::nullopt;
+  return v;
+}
+
 std::string human_bytes(Bytes b) {
   static const std::vector<std::pair<std::string_view, double>> units = {
       {"TiB", 0x1p40}, {"GiB", 0x1p30}, {"MiB", 0x1p20}, {"KiB", 0x1p10}, {"B", 1}};

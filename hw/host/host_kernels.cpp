@@ -25,8 +25,10 @@ constexpr std::size_t kStreamBytes = std::size_t{64} << 20;
 
 RawMemory host_device_memory() {
   return {[](std::int64_t size) -> void* {
-            void* p = std::aligned_alloc(4096, static_cast<std::size_t>(size));
-            if (p) std::memset(p, 0, static_cast<std::size_t>(size));
+            // aligned_alloc takes a size that is a multiple of the alignment (C11 7.22.3.1).
+            const std::size_t bytes = (static_cast<std::size_t>(size) + 4095) / 4096 * 4096;
+            void* p = std::aligned_alloc(4096, bytes);
+            if (p) std::memset(p, 0, bytes);
             return p;
           },
           [](void* p) { std::free(p); }};

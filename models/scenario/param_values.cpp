@@ -27,10 +27,8 @@ std::string node_type_name(const YAML::Node& n) {
 }
 
 std::optional<double> parse_real(const std::string& text) {
-  if (text.empty()) return std::nullopt;
-  char* end = nullptr;
-  double v = std::strtod(text.c_str(), &end);
-  if (end != text.c_str() + text.size() || !std::isfinite(v)) return std::nullopt;
+  const std::optional<double> v = parse_plain_number(text);
+  if (!v || !std::isfinite(*v)) return std::nullopt;
   return v;
 }
 

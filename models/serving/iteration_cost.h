@@ -54,7 +54,7 @@ class IterationModel {
   [[nodiscard]] double decode_alone(int context) const;
 
  private:
-  const Scenario& s_;
+  Scenario s_;  // a copy: a model may outlive the scenario it was made from
   double weight_bytes_ = 0;       // per GPU
   double body_params_ = 0;        // matmul parameters per token of the blocks, whole model
   double head_params_ = 0;        // the output head's: run only for the positions that sample

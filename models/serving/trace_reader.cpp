@@ -10,6 +10,7 @@
 
 #include "models/scenario/scenario_error.h"
 #include "models/serving/request_stream.h"
+#include "models/unit_parse.h"
 
 namespace memtwin {
 namespace {
@@ -42,14 +43,6 @@ std::vector<Cell> split_row(const std::string& line) {
   return cells;
 }
 
-std::optional<double> parse_number(const std::string& s) {
-  double v = 0;
-  const char* end = s.data() + s.size();
-  const auto [ptr, ec] = std::from_chars(s.data(), end, v);
-  if (ec != std::errc() || ptr != end || s.empty()) return std::nullopt;
-  return v;
-}
-
 // Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's days_from_civil).
 std::int64_t days_from_civil(std::int64_t y, unsigned m, unsigned d) {
   y -= m <= 2;
@@ -70,14 +63,14 @@ class TraceParser {
 
   // Seconds of a `timestamp` cell: plain seconds, or "YYYY-MM-DD hh:mm:ss(.fff)" (Azure's traces).
   double timestamp(const Cell& c, int line) const {
-    if (auto plain = parse_number(c.text)) return *plain;
+    if (auto plain = parse_plain_number(c.text)) return *plain;
     const std::string& s = c.text;
     int year = 0, month = 0, day = 0, hour = 0, minute = 0, consumed = 0;
     if (std::sscanf(s.c_str(), "%4d-%2d-%2d %2d:%2d:%n", &year, &month, &day, &hour, &minute, &consumed) != 5 ||
         consumed == 0) {
       fail(line, c.column, "'" + s + "' is neither seconds nor a YYYY-MM-DD hh:mm:ss timestamp");
     }
-    const auto seconds = parse_number(s.substr(static_cast<std::size_t>(consumed)));
+    const auto seconds = parse_plain_number(s.substr(static_cast<std::size_t>(consumed)));
     if (month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 || minute > 59 || !seconds || *seconds < 0 ||
         *seconds >= 61) {
       fail(line, c.column, "'" + s + "' is not a valid YYYY-MM-DD hh:mm:ss timestamp");
@@ -87,7 +80,7 @@ class TraceParser {
   }
 
   int tokens(const Cell& c, int line, const char* what) const {
-    const auto v = parse_number(c.text);
+    const auto v = parse_plain_number(c.text);
     if (!v || std::floor(*v) != *v) fail(line, c.column, std::string(what) + " '" + c.text + "' is not a whole number");
     if (*v < 0 || *v > kMaxTokens) {
       fail(line, c.column, std::string(what) + " " + c.text + " is outside 0.." + std::to_string(kMaxTokens));
@@ -139,7 +132,7 @@ class TraceParser {
       const Cell& when = cells[static_cast<std::size_t>(arrival >= 0 ? arrival : stamp)];
       double t = 0;
       if (arrival >= 0) {
-        const auto v = parse_number(when.text);
+        const auto v = parse_plain_number(when.text);
         if (!v) fail(line_no, when.column, "arrival_s '" + when.text + "' is not a number of seconds");
         t = *v;
       } else {
@@ -197,7 +190,7 @@ std::vector<double> read_lengths(const std::string& path, const std::string& key
     ++line_no;
     while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
     if (line.empty()) continue;
-    const auto v = parse_number(line);
+    const auto v = parse_plain_number(line);
     if (!v || !std::isfinite(*v) || *v <= 0) {
       throw ScenarioError({path, line_no, 1}, key, "'" + line + "' is not a positive number of tokens");
     }

@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "models/model_facts.h"
+#include "models/scenario/yaml_limits.h"
 #include "models/scenario_loader.h"
 #include "tests/test_support.h"
 
@@ -151,4 +152,17 @@ TEST_CASE("a calibration file replaces the default efficiencies, unless the scen
     CHECK(e.where().line == 3);
     CHECK_THAT(e.message(), Catch::Contains("did you mean 'efficiency.gemm'"));
   }
+}
+
+TEST_CASE("UTF-8 is checked as RFC 3629 defines it: no overlong forms, surrogates or code points past U+10FFFF", "[unit]") {
+  constexpr auto npos = std::string_view::npos;
+  CHECK(first_invalid_utf8("plain ASCII") == npos);
+  CHECK(first_invalid_utf8("H\xC3\xA9llo \xE2\x82\xAC \xF0\x9F\x98\x80") == npos);  // é, €, an emoji
+  CHECK(first_invalid_utf8("ab\xFF") == 2);                                         // never a lead byte
+  CHECK(first_invalid_utf8("\xC0\xAF") == 0);                                       // overlong '/'
+  CHECK(first_invalid_utf8("x\xE0\x80\xAF") == 1);                                  // overlong, 3 bytes
+  CHECK(first_invalid_utf8("\xED\xA0\x80") == 0);                                   // a surrogate
+  CHECK(first_invalid_utf8("\xF4\x90\x80\x80") == 0);                               // past U+10FFFF
+  CHECK(first_invalid_utf8("ok\xE2\x82") == 2);                                     // cut short
+  CHECK(first_invalid_utf8("\xE2\x28\xA1") == 0);                                   // bad continuation
 }

@@ -307,7 +307,7 @@ training:
   // device, scenarios/host/train-moe-ep2-2ranks.yaml.)
 }
 
-TEST_CASE("a simulation with more actors than the machine's memory maps is refused with what to do instead", "[unit]") {
+TEST_CASE("a simulation with more actors than the machine's memory maps is refused with what to do instead", "[unit][raw-contexts]") {
   // The example as written runs at fast fidelity.
   CHECK(run_memtwin({"run", source_path("scenarios/training/llama3.1-405b-16k-h100.yaml"), "--json"}).exit_code == 0);
   long maps = 0;
