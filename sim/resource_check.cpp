@@ -25,6 +25,15 @@ constexpr double kServingSecondsPerUnit = 3.2e-7;
 constexpr double kServingBytesPerRequest = 1.1e4;
 constexpr double kBaseBytes = 64.0 * (1 << 20);
 constexpr double kAnnounceSeconds = 10;
+// SimGrid's default contexts/stack-size (8 MiB) and its guard page: mapped whole per actor.
+constexpr double kActorStackBytes = 8.0 * (1 << 20) + 4096;
+
+// RLIMIT_AS, or infinity when unlimited.
+double address_space_limit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) return static_cast<double>(limit.rlim_cur);
+  return 1e300;
+}
 
 std::string scientific(double x) {
   char text[32];
@@ -46,7 +55,7 @@ std::string duration_text(double seconds) {
 
 }  // namespace
 
-WorkEstimate estimate_step(const Plan& plan, const std::vector<int>& simulated_ranks, int trace_ranks) {
+WorkEstimate estimate_step(const Plan& plan, const std::vector<int>& simulated_ranks, int trace_ranks, long actors) {
   // Every simulated rank executes each op of its program; each collective is built once per group
   // (its launcher lays out one flow per member), so a program's collective op costs its group's
   // size or, when several groups lie among the simulated ranks, their members together. Memory is
@@ -73,6 +82,7 @@ WorkEstimate estimate_step(const Plan& plan, const std::vector<int>& simulated_r
   e.units = units;
   e.seconds = units * kStepSecondsPerUnit;
   e.bytes = kBaseBytes + plan_ops * kPlanBytesPerOp + traced * kTraceBytesPerEvent + units * kStepBytesPerUnit;
+  e.actors = static_cast<double>(actors);
   e.what = "a training step of " + std::to_string(simulated_ranks.size()) + " simulated ranks executing " +
            scientific(executed) + " ops";
   return e;
@@ -99,12 +109,9 @@ double available_memory_bytes() {
     if (key == "MemAvailable:") available = kib * 1024;
     meminfo.ignore(64, '\n');
   }
-  rlimit limit{};
-  if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
-    const double as = static_cast<double>(limit.rlim_cur);
-    available = available > 0 ? std::min(available, as) : as;
-  }
-  return available > 0 ? available : 1e18;  // unknown: do not refuse on memory
+  const double as = address_space_limit();
+  if (available <= 0) return as < 1e300 ? as : 1e18;  // unknown: do not refuse on memory
+  return std::min(available, as);
 }
 
 void refuse_beyond_machine(const Scenario& scenario, const WorkEstimate& e) {
@@ -121,6 +128,14 @@ void refuse_beyond_machine(const Scenario& scenario, const WorkEstimate& e) {
   if (e.bytes > memory) {
     throw Unsupported("simulating " + estimate + ", more than the " +
                       human_bytes(Bytes(static_cast<std::int64_t>(memory))) + " this machine has free; use " + ways_out);
+  }
+  const double address_space = e.bytes + e.actors * kActorStackBytes;
+  if (address_space > address_space_limit()) {
+    throw Unsupported("simulating " + estimate + ", whose " + std::to_string(static_cast<long>(e.actors)) +
+                      " actors' stacks (8 MiB each) make about " +
+                      human_bytes(Bytes(static_cast<std::int64_t>(address_space))) + " of address space, more than the " +
+                      human_bytes(Bytes(static_cast<std::int64_t>(address_space_limit()))) +
+                      " this process may map (ulimit -v); raise the limit, or use " + ways_out);
   }
   if (e.seconds > limit_s) {
     throw Unsupported("simulating " + estimate + ", past simulation.time_limit (" + duration_text(limit_s) +

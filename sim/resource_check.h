@@ -18,19 +18,21 @@ struct WorkEstimate {
   double units = 0;    ///< op executions plus collective flows; decode steps plus requests
   double seconds = 0;  ///< on the reference machine
   double bytes = 0;    ///< peak resident memory of the simulator
+  double actors = 0;   ///< SimGrid actors, each with a stack mapped whole (committed as used)
   std::string what;    ///< "a training step of 8 ranks, 1.2e6 ops", for messages
 };
 
-/// A training step whose `simulated_ranks` run their programs of `plan`, the first `trace_ranks`
-/// of them recording trace events.
-WorkEstimate estimate_step(const Plan& plan, const std::vector<int>& simulated_ranks, int trace_ranks);
+/// A training step whose `simulated_ranks` run their programs of `plan` on `actors` actors, the
+/// first `trace_ranks` of them recording trace events.
+WorkEstimate estimate_step(const Plan& plan, const std::vector<int>& simulated_ranks, int trace_ranks, long actors);
 
 /// A serving run of these requests.
 WorkEstimate estimate_serving(const std::vector<Request>& requests);
 
-/// Throws Unsupported (exit 2) when `estimate` exceeds the scenario's time limit or the memory
-/// this machine has available, naming both and the ways out; writes the estimate to stderr when
-/// the run is expected to take more than 10 s.
+/// Throws Unsupported (exit 2) when `estimate` exceeds the scenario's time limit, the memory this
+/// machine has available, or (with the actors' stacks) the address space this process may map
+/// (RLIMIT_AS, `ulimit -v`), naming them and the ways out; writes the estimate to stderr when the
+/// run is expected to take more than 10 s.
 void refuse_beyond_machine(const Scenario& scenario, const WorkEstimate& estimate);
 
 /// Memory this process may still use: MemAvailable, or RLIMIT_AS when that is lower.

@@ -58,8 +58,16 @@ void refuse_unbounded_or_invalid_text(const YAML::Node& root, const std::string&
   const auto location = [&](const YAML::Node& node) {
     return SourceLocation{file, node.Mark().line + 1, node.Mark().column + 1};
   };
-  // Depth-first, as the readers walk; stops at the limit, so the check itself is bounded.
-  std::function<void(const YAML::Node&, const std::string&)> walk = [&](const YAML::Node& node, const std::string& key) {
+  // Depth-first, as the readers walk; stops at the limits, so the check itself is bounded (an alias
+  // inside the node it names makes a cycle, which only the depth limit stops).
+  constexpr int kMaxDepth = 64;
+  std::function<void(const YAML::Node&, const std::string&, int)> walk = [&](const YAML::Node& node,
+                                                                            const std::string& key, int depth) {
+    if (depth > kMaxDepth) {
+      throw ScenarioError(location(node), key.substr(0, key.find('[')),  // the path down would be 64 indices long
+                          "the document nests deeper than " + std::to_string(kMaxDepth) +
+                              " levels (an alias inside the node it names?)");
+    }
     if (++visited > limit) {
       throw ScenarioError(location(node), key,
                           "the document expands to more than " + std::to_string(limit) +
@@ -73,16 +81,18 @@ void refuse_unbounded_or_invalid_text(const YAML::Node& root, const std::string&
       }
     } else if (node.IsMap()) {
       for (auto it = node.begin(); it != node.end(); ++it) {
-        walk(it->first, key);
+        walk(it->first, key, depth + 1);
         const std::string name = it->first.IsScalar() ? it->first.Scalar() : "?";
-        walk(it->second, key.empty() ? name : key + "." + name);
+        walk(it->second, key.empty() ? name : key + "." + name, depth + 1);
       }
     } else if (node.IsSequence()) {
       std::size_t index = 0;
-      for (auto it = node.begin(); it != node.end(); ++it, ++index) walk(*it, key + "[" + std::to_string(index) + "]");
+      for (auto it = node.begin(); it != node.end(); ++it, ++index) {
+        walk(*it, key + "[" + std::to_string(index) + "]", depth + 1);
+      }
     }
   };
-  walk(root, "");
+  walk(root, "", 0);
 }
 
 }  // namespace memtwin

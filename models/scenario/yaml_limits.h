@@ -26,8 +26,8 @@ inline constexpr std::uintmax_t kMaxYamlFileBytes = 16u << 20;
 void refuse_unreadable_yaml_file(const std::string& path, const SourceLocation& where, const std::string& key,
                                  const std::string& what);
 
-/// Throws ScenarioError naming `file` and the line where the walk passed `limit` nodes, or the line
-/// and key of the first key or value that is not valid UTF-8.
+/// Throws ScenarioError naming `file` and the line where the walk passed `limit` nodes or 64 levels
+/// of nesting, or the line and key of the first key or value that is not valid UTF-8.
 void refuse_unbounded_or_invalid_text(const YAML::Node& root, const std::string& file, std::size_t limit = 200000);
 
 /// The byte offset of the first byte of `text` that does not begin a well-formed UTF-8 sequence

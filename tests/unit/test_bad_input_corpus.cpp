@@ -65,6 +65,7 @@ TEST_CASE("every case of the bad-input corpus exits with its code and message, w
   REQUIRE(cases.size() >= 60);
   for (const Case& c : cases) {
     INFO("cases.tsv:" << c.line);
+    if (kAddressLimit[0] == '\0' && c.fragment == "ulimit -v") continue;  // needs the limit ASan cannot run under
     // The shell limits the address space and the time; memtwin runs as its last command (exec).
     std::vector<std::string> args = {"-c", std::string(kAddressLimit) + "exec timeout 60 \"$0\" \"$@\"", MEMTWIN_BINARY};
     args.insert(args.end(), c.args.begin(), c.args.end());
