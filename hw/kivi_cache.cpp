@@ -5,6 +5,7 @@
 #include <string>
 
 #include "models/backend.h"
+#include "models/model_facts.h"
 
 namespace memtwin::hw {
 
@@ -18,7 +19,7 @@ kernels::KiviPagedShape kivi_paged_shape(const Scenario& s, std::int64_t capacit
   kernels::KiviPagedShape shape;
   shape.num_blocks = static_cast<int>(capacity_blocks);
   shape.block_size = inf.serving.block_size;
-  shape.kv_heads = s.model.kv_heads / inf.serving.tensor_parallel;
+  shape.kv_heads = kv_heads_per_rank(s.model, inf.serving.tensor_parallel);
   shape.head_dim = s.model.head_dim;
   shape.bits = c.bits;
   shape.group = c.group_size;

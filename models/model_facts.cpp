@@ -65,10 +65,13 @@ Flops forward_flops_per_token(const ModelSpec& m, int context) {
   return Flops(flops);
 }
 
+int kv_heads_per_rank(const ModelSpec& m, int tensor_parallel) {
+  return m.kv_heads >= tensor_parallel ? m.kv_heads / tensor_parallel : 1;
+}
+
 Bytes kv_bytes_per_token(const ModelSpec& m, double bytes_per_element, int tensor_parallel, int pipeline_parallel) {
-  const int kv_heads_per_rank = m.kv_heads >= tensor_parallel ? m.kv_heads / tensor_parallel : 1;
   const int layers_per_stage = (m.layers + pipeline_parallel - 1) / pipeline_parallel;
-  const double bytes = 2.0 * layers_per_stage * kv_heads_per_rank * m.head_dim * bytes_per_element;
+  const double bytes = 2.0 * layers_per_stage * kv_heads_per_rank(m, tensor_parallel) * m.head_dim * bytes_per_element;
   return Bytes(static_cast<std::int64_t>(std::ceil(bytes)));
 }
 

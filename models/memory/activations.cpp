@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "models/model_facts.h"
+
 namespace memtwin {
 
 double block_activation_bytes_per_token(const ModelSpec& m, int context, int tp, bool sp, Recompute recompute,
@@ -37,8 +39,8 @@ double block_activation_bytes_per_token(const ModelSpec& m, int context, int tp,
 double context_gathered_kv_bytes(const ModelSpec& m, const Training& t) {
   if (t.parallelism.context == 1 || !m.architecture_known) return 0;
   const double element = t.precision == Precision::fp32 ? 4 : 2;
-  const double kv_heads = std::max(1.0, static_cast<double>(m.kv_heads) / t.parallelism.tensor);
-  return 2.0 * static_cast<double>(t.seq_len) * t.micro_batch * kv_heads * m.head_dim * element;
+  return 2.0 * static_cast<double>(t.seq_len) * t.micro_batch * kv_heads_per_rank(m, t.parallelism.tensor) * m.head_dim *
+         element;
 }
 
 ActivationMemory training_activations(const Scenario& s, const RankShare& share) {

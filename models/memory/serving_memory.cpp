@@ -61,7 +61,7 @@ double profile_activation_bytes(const Scenario& s) {
   const double tokens = sv.max_num_batched_tokens;
   const double tp = sv.tensor_parallel;
   const double q = static_cast<double>(m.heads) * m.head_dim / tp;
-  const double kv = static_cast<double>(std::max(1, m.kv_heads / sv.tensor_parallel)) * m.head_dim;
+  const double kv = static_cast<double>(kv_heads_per_rank(m, sv.tensor_parallel)) * m.head_dim;
   const bool gated = m.mlp == MlpKind::swiglu || m.mlp == MlpKind::geglu;
   const double inner = m.intermediate * static_cast<double>(m.experts_per_token) / tp;
   const double attention = q + 2 * kv + q;
@@ -91,7 +91,7 @@ KvShape serving_kv_shape(const Scenario& s) {
   const ServingSpec& sv = s.inference->serving;
   KvShape shape;
   shape.layers = (m.layers + sv.pipeline_parallel - 1) / sv.pipeline_parallel;
-  shape.kv_heads = m.kv_heads >= sv.tensor_parallel ? m.kv_heads / sv.tensor_parallel : 1;  // replicated past kv_heads
+  shape.kv_heads = kv_heads_per_rank(m, sv.tensor_parallel);
   shape.head_dim = m.head_dim;
   shape.element_bytes = kv_element_bytes(s.inference->kv_cache.dtype);
   shape.block_size = sv.block_size;
