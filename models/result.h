@@ -29,7 +29,8 @@ struct RunResult {
 };
 
 /// The full result document: schema, scenario, backend, workload, input (the resolved scenario),
-/// then the metrics and notes.
+/// then the metrics and notes. Every number in it is finite: a NaN or infinite metric throws
+/// std::logic_error naming it (a bug, reported as an internal error, never printed as null).
 nlohmann::ordered_json result_document(const LoadedScenario& loaded, const RunResult& result);
 
 }  // namespace memtwin

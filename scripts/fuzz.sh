@@ -4,18 +4,27 @@
 # .npy and .safetensors KV tensors. Each starts from its seeds (the examples and the bad-input
 # corpus under tests/); an input that crashes, trips a sanitizer, takes over 10 s or allocates over
 # 1 GB is a failure, saved under build-sanitize/fuzz-crashes/READER/.
-#   scripts/fuzz.sh SECONDS      each reader for SECONDS (a long run; the figures go to docs/reliability.md)
-#   scripts/fuzz.sh --runs N     each reader for N inputs from a fixed seed: the same inputs every time (CI)
+#   scripts/fuzz.sh SECONDS [READER...]    each reader (or those named) for SECONDS (a long run;
+#                                          its figures go to docs/reliability.md)
+#   scripts/fuzz.sh --runs N [READER...]   each for N inputs from a fixed seed: the same inputs every time (CI)
+# Readers: scenario calibration hf_config trace npy safetensors.
 # Run through `scripts/dev.sh fuzz ...`, which builds the harnesses first. Exit 1 when any reader failed.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$root/build-sanitize"
+usage="usage: scripts/fuzz.sh SECONDS|--runs N [READER...]"
 case "${1:-}" in
-  --runs) [ -n "${2:-}" ] || { echo "usage: scripts/fuzz.sh SECONDS | --runs N" >&2; exit 2; }
-          budget=(-runs="$2" -seed=1) ;;
-  ''|-*) echo "usage: scripts/fuzz.sh SECONDS | --runs N" >&2; exit 2 ;;
-  *) budget=(-max_total_time="$1") ;;
+  --runs) [ -n "${2:-}" ] || { echo "$usage" >&2; exit 2; }
+          budget=(-runs="$2" -seed=1); shift 2 ;;
+  ''|-*) echo "$usage" >&2; exit 2 ;;
+  *) budget=(-max_total_time="$1"); shift ;;
 esac
+all_readers=(scenario calibration hf_config trace npy safetensors)
+readers=("$@")
+[ ${#readers[@]} -gt 0 ] || readers=("${all_readers[@]}")
+for r in "${readers[@]}"; do
+  [[ " ${all_readers[*]} " == *" $r "* ]] || { echo "unknown reader '$r' (${all_readers[*]})" >&2; exit 2; }
+done
 
 # reader  max_len  seed files
 seeds() {
@@ -35,7 +44,7 @@ scratch=/tmp
 export MEMTWIN_FUZZ_TMP="${MEMTWIN_FUZZ_TMP:-$(mktemp -d -p "$scratch")}"
 failed=0 total=0
 printf '%-12s %12s %8s %8s %s\n' reader executions seconds corpus result
-for reader in scenario calibration hf_config trace npy safetensors; do
+for reader in "${readers[@]}"; do
   corpus="$build/fuzz-corpus/$reader" crashes="$build/fuzz-crashes/$reader"
   mkdir -p "$corpus" "$crashes"
   seeds "$reader" | sort | while read -r f; do cp "$f" "$corpus/seed-$(basename "$f")"; done

@@ -17,6 +17,25 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+// The whole numbers >= 0 listed under `key` (none when absent). A float, a negative number or one
+// past 2^64 is refused: nlohmann's conversion of those to an integer is undefined behaviour.
+std::vector<std::uint64_t> whole_numbers(const nlohmann::json& t, const char* key, const std::string& where) {
+  const auto it = t.find(key);
+  if (it == t.end()) return {};
+  if (!it->is_array()) throw std::runtime_error(where + ": " + key + " is not a list");
+  std::vector<std::uint64_t> out;
+  for (const auto& v : *it) {
+    if (v.is_number_unsigned()) {
+      out.push_back(v.get<std::uint64_t>());
+    } else if (v.is_number_integer() && v.get<std::int64_t>() >= 0) {
+      out.push_back(static_cast<std::uint64_t>(v.get<std::int64_t>()));
+    } else {
+      throw std::runtime_error(where + ": " + key + " holds " + v.dump() + ", not a whole number >= 0");
+    }
+  }
+  return out;
+}
+
 // safetensors: an 8-byte little-endian header length, a JSON header naming each tensor's dtype,
 // shape and [begin, end) byte offsets into the data that follows.
 kernels::KvTensor read_safetensors(const std::string& path, const std::string& wanted) {
@@ -54,14 +73,18 @@ kernels::KvTensor read_safetensors(const std::string& path, const std::string& w
   if (!meta.contains(chosen)) throw std::runtime_error(path + ": no tensor '" + chosen + "' (it holds " + names + ")");
   const auto& t = meta[chosen];
   std::string dtype;
-  std::vector<long> shape;
-  std::vector<std::uint64_t> offsets;
+  std::vector<std::uint64_t> dims, offsets;
   try {
     dtype = t.value("dtype", "");
-    shape = t.value("shape", std::vector<long>{});
-    offsets = t.value("data_offsets", std::vector<std::uint64_t>{});
+    dims = whole_numbers(t, "shape", path + ":" + chosen);
+    offsets = whole_numbers(t, "data_offsets", path + ":" + chosen);
   } catch (const nlohmann::json::exception&) {
     throw std::runtime_error(path + ":" + chosen + ": dtype, shape or data_offsets of the wrong type");
+  }
+  std::vector<long> shape;
+  for (const std::uint64_t d : dims) {
+    if (d > (std::uint64_t{1} << 62)) throw std::runtime_error(path + ":" + chosen + ": dimension " + std::to_string(d) + " is too large");
+    shape.push_back(static_cast<long>(d));
   }
   if (shape.size() != 3 || offsets.size() != 2) {
     throw std::runtime_error(path + ":" + chosen + ": expected shape [tokens, kv_heads, head_dim]");

@@ -2,9 +2,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "models/model_facts.h"
 #include "models/scenario/yaml_limits.h"
+#include "models/result.h"
 #include "models/scenario_loader.h"
 #include "tests/test_support.h"
 
@@ -165,4 +167,17 @@ TEST_CASE("UTF-8 is checked as RFC 3629 defines it: no overlong forms, surrogate
   CHECK(first_invalid_utf8("\xF4\x90\x80\x80") == 0);                               // past U+10FFFF
   CHECK(first_invalid_utf8("ok\xE2\x82") == 2);                                     // cut short
   CHECK(first_invalid_utf8("\xE2\x28\xA1") == 0);                                   // bad continuation
+}
+
+TEST_CASE("a result with a NaN or infinite number is refused, naming the metric, never printed", "[unit]") {
+  const LoadedScenario loaded = load_quickstart_scenario();
+  RunResult r;
+  r.backend = "analytic";
+  r.metrics["time"]["step_s"] = 1.5;
+  CHECK_NOTHROW(result_document(loaded, r));
+  r.metrics["time"]["phases"] = nlohmann::ordered_json::array({1.0, std::numeric_limits<double>::quiet_NaN()});
+  CHECK_THROWS_WITH(result_document(loaded, r), Catch::Contains("time.phases[1] is not finite"));
+  r.metrics["time"]["phases"] = nlohmann::ordered_json::array({1.0});
+  r.metrics["memory"]["peak_bytes"] = std::numeric_limits<double>::infinity();
+  CHECK_THROWS_WITH(result_document(loaded, r), Catch::Contains("memory.peak_bytes is not finite"));
 }

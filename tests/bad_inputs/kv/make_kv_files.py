@@ -46,5 +46,7 @@ safetensors("shape_not_numbers.safetensors",
 safetensors("two_tensors.safetensors",
             {"k": {"dtype": "F32", "shape": [2, 1, 4], "data_offsets": [0, 32]},
              "v": {"dtype": "F32", "shape": [2, 1, 4], "data_offsets": [32, 64]}}, 64)
+safetensors("shape_float_huge.safetensors",   # a float past 2^64 where a dimension goes (fuzzer)
+            {"k": {"dtype": "F32", "shape": [4.2941967272294965e19, 1, 4], "data_offsets": [0, 16]}}, 16)
 with open("header_length_huge.safetensors", "wb") as f:
     f.write(struct.pack("<Q", 2**62) + b"{}")
