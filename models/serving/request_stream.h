@@ -52,7 +52,7 @@ int fit_trace_to_context(std::vector<Request>& requests, const std::string& trac
 /// Reads a trace CSV (trace_reader.cpp): a header (a UTF-8 byte-order mark allowed), then
 /// `arrival_s` (or `timestamp`: seconds or "YYYY-MM-DD hh:mm:ss(.fff)", rebased to the first),
 /// `prompt_tokens` (or `ContextTokens`), `output_tokens` (or `GeneratedTokens`); cells may be
-/// quoted. Arrivals must be finite, non-negative and in order; token counts whole numbers in
+/// quoted; each quantity in one column only. Arrivals must be finite, non-negative and in order; token counts whole numbers in
 /// 0..2^30 (0 counts as 1); at most 10 M rows and at least one. Throws ScenarioError naming the
 /// file, row and column, under inference.workload.trace.
 std::vector<Request> read_trace(const std::string& path);

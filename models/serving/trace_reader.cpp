@@ -96,22 +96,31 @@ class TraceParser {
     std::string header;
     std::getline(in, header);
     if (header.rfind("\xEF\xBB\xBF", 0) == 0) header.erase(0, 3);  // a UTF-8 byte-order mark
+    const std::vector<Cell> header_cells = split_row(header);
     std::vector<std::string> columns;
-    for (const Cell& c : split_row(header)) columns.push_back(c.text);
+    for (const Cell& c : header_cells) columns.push_back(c.text);
+    // The column of one quantity under any of its names; two columns for it leave which one the
+    // trace means open, so they are refused.
     auto find = [&](std::initializer_list<const char*> names) {
-      for (const char* n : names) {
-        const auto it = std::find(columns.begin(), columns.end(), n);
-        if (it != columns.end()) return static_cast<int>(it - columns.begin());
+      int found = -1;
+      for (std::size_t i = 0; i < columns.size(); ++i) {
+        if (std::find_if(names.begin(), names.end(), [&](const char* n) { return columns[i] == n; }) == names.end()) continue;
+        if (found >= 0) {
+          fail(1, header_cells[i].column, "'" + columns[i] + "' repeats column " + std::to_string(found + 1) + " ('" +
+                                              columns[static_cast<std::size_t>(found)] + "'): keep one");
+        }
+        found = static_cast<int>(i);
       }
-      return -1;
+      return found;
     };
-    const int arrival = find({"arrival_s"}), stamp = find({"timestamp", "TIMESTAMP"});
+    const int arrival = find({"arrival_s", "timestamp", "TIMESTAMP"});
+    const bool plain_seconds = arrival >= 0 && columns[static_cast<std::size_t>(arrival)] == "arrival_s";
     const int prompt = find({"prompt_tokens", "ContextTokens"}), output = find({"output_tokens", "GeneratedTokens"});
-    if ((arrival < 0 && stamp < 0) || prompt < 0 || output < 0) {
+    if (arrival < 0 || prompt < 0 || output < 0) {
       fail(1, 1, "the header needs arrival_s (or timestamp), prompt_tokens (or ContextTokens) and output_tokens (or "
                  "GeneratedTokens)");
     }
-    const int needed = std::max({arrival, stamp, prompt, output}) + 1;
+    const int needed = std::max({arrival, prompt, output}) + 1;
     std::vector<Request> out;
     double first = 0, previous = 0;
     int line_no = 1;
@@ -129,9 +138,9 @@ class TraceParser {
       }
       Request r;
       r.id = static_cast<std::int64_t>(out.size());
-      const Cell& when = cells[static_cast<std::size_t>(arrival >= 0 ? arrival : stamp)];
+      const Cell& when = cells[static_cast<std::size_t>(arrival)];
       double t = 0;
-      if (arrival >= 0) {
+      if (plain_seconds) {
         const auto v = parse_plain_number(when.text);
         if (!v) fail(line_no, when.column, "arrival_s '" + when.text + "' is not a number of seconds");
         t = *v;
