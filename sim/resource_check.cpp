@@ -9,7 +9,7 @@
 #include <map>
 #include <string>
 
-#include "models/backend.h"
+#include "models/scenario/scenario_error.h"
 #include "models/unit_parse.h"
 
 namespace memtwin::sim {
@@ -43,7 +43,9 @@ std::string scientific(double x) {
 
 std::string duration_text(double seconds) {
   char text[32];
-  if (seconds < 120) {
+  if (seconds < 10) {
+    std::snprintf(text, sizeof text, "%.2g s", seconds);
+  } else if (seconds < 120) {
     std::snprintf(text, sizeof text, "%.0f s", seconds);
   } else if (seconds < 7200) {
     std::snprintf(text, sizeof text, "%.0f min", seconds / 60);
@@ -125,20 +127,25 @@ void refuse_beyond_machine(const Scenario& scenario, const WorkEstimate& e) {
                           "(fewer micro-batches), or --backend analytic (memory without a simulation)"
                         : "fewer inference.workload.requests (the percentiles settle long before a million), "
                           "or --backend analytic";
+  // Located at the scenario file and the key to change, as bad input is (exit 2).
+  const auto refuse = [&](const std::string& key, const std::string& message) {
+    throw ScenarioError({scenario.source_file}, key, message);
+  };
+  const std::string lever = scenario.training ? "simulation.fidelity" : "inference.workload.requests";
   if (e.bytes > memory) {
-    throw Unsupported("simulating " + estimate + ", more than the " +
+    refuse(lever, "simulating " + estimate + ", more than the " +
                       human_bytes(Bytes(static_cast<std::int64_t>(memory))) + " this machine has free; use " + ways_out);
   }
   const double address_space = e.bytes + e.actors * kActorStackBytes;
   if (address_space > address_space_limit()) {
-    throw Unsupported("simulating " + estimate + ", whose " + std::to_string(static_cast<long>(e.actors)) +
+    refuse(lever, "simulating " + estimate + ", whose " + std::to_string(static_cast<long>(e.actors)) +
                       " actors' stacks (8 MiB each) make about " +
                       human_bytes(Bytes(static_cast<std::int64_t>(address_space))) + " of address space, more than the " +
                       human_bytes(Bytes(static_cast<std::int64_t>(address_space_limit()))) +
                       " this process may map (ulimit -v); raise the limit, or use " + ways_out);
   }
   if (e.seconds > limit_s) {
-    throw Unsupported("simulating " + estimate + ", past simulation.time_limit (" + duration_text(limit_s) +
+    refuse("simulation.time_limit", "simulating " + estimate + ", past simulation.time_limit (" + duration_text(limit_s) +
                       "); raise it to wait, or use " + ways_out);
   }
   if (e.seconds > kAnnounceSeconds) std::cerr << "memtwin: simulating " << estimate << "\n";

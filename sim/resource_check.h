@@ -29,7 +29,7 @@ WorkEstimate estimate_step(const Plan& plan, const std::vector<int>& simulated_r
 /// A serving run of these requests.
 WorkEstimate estimate_serving(const std::vector<Request>& requests);
 
-/// Throws Unsupported (exit 2) when `estimate` exceeds the scenario's time limit, the memory this
+/// Throws ScenarioError (exit 2: the scenario file and the key to change) when `estimate` exceeds the scenario's time limit, the memory this
 /// machine has available, or (with the actors' stacks) the address space this process may map
 /// (RLIMIT_AS, `ulimit -v`), naming them and the ways out; writes the estimate to stderr when the
 /// run is expected to take more than 10 s.

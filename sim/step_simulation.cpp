@@ -8,6 +8,7 @@
 #include <simgrid/s4u.hpp>
 
 #include "models/backend.h"
+#include "models/scenario/scenario_error.h"
 #include "sim/collectives.h"
 #include "sim/engine_setup.h"
 #include "sim/resource_check.h"
@@ -396,10 +397,11 @@ StepSimulation simulate_step(const Scenario& scenario, const Plan& plan, int tra
   const long actors = actors_for(scenario, plan, nodes);
   const long maps = max_memory_maps(), spare = 4096;
   if (actors + spare > maps) {
-    throw Unsupported("simulating " + std::to_string(nodes.size() * scenario.cluster.gpus_per_node) + " ranks needs " +
-                      std::to_string(actors) + " SimGrid actors, more than this machine's memory maps allow "
-                      "(vm.max_map_count = " + std::to_string(maps) + "); use simulation.fidelity: fast, "
-                      "--backend analytic, or raise vm.max_map_count");
+    throw ScenarioError({scenario.source_file}, "simulation.fidelity",
+                        "simulating " + std::to_string(nodes.size() * scenario.cluster.gpus_per_node) + " ranks needs " +
+                            std::to_string(actors) + " SimGrid actors, more than this machine's memory maps allow "
+                            "(vm.max_map_count = " + std::to_string(maps) + "); use simulation.fidelity: fast, "
+                            "--backend analytic, or raise vm.max_map_count");
   }
   std::vector<int> ranks;
   for (int node : nodes)
