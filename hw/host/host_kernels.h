@@ -28,9 +28,8 @@ void flush_denormals_to_zero();
 
 /// The host device's kernels. Constructing them calls flush_denormals_to_zero() (calibration and
 /// the plan executor construct them before their threads start). The serving device does not
-/// construct them and runs without FTZ/DAZ: turning it on there speeds fp16 decode iterations by
-/// about a fifth and H2O/SnapKV ones about twofold, past what the iteration model predicts for
-/// them, so the two must change together.
+/// construct them and runs without FTZ/DAZ; turning it on there changed no TPOT median by more
+/// than 3 points on 2026-12-02 (docs/hardware-backend.md, "Serving's TPOT on Intel hosts").
 class HostKernels final : public DeviceKernels {
  public:
   HostKernels();
