@@ -38,13 +38,13 @@ double block_elementwise_elements_per_token(const ModelSpec& model, int tensor_p
 /// without the causal halving, as in that paper). Training is 3x this without recompute.
 Flops forward_flops_per_token(const ModelSpec& model, int context);
 
-/// KV-cache bytes for one token on one GPU: 2 (K and V) x layers x kv_heads x head_dim x
-/// bytes_per_element, with kv_heads split over tensor ranks (replicated when tp > kv_heads) and
-/// layers over pipeline stages (the largest stage).
 /// Key/value heads each tensor-parallel rank holds: its share, or one replicated head when there
 /// are more ranks than heads (as vLLM and Megatron-LM replicate them).
 int kv_heads_per_rank(const ModelSpec& model, int tensor_parallel);
 
+/// KV-cache bytes for one token on one GPU: 2 (K and V) x layers x kv_heads x head_dim x
+/// bytes_per_element, with kv_heads split over tensor ranks (kv_heads_per_rank) and layers over
+/// pipeline stages (the largest stage).
 Bytes kv_bytes_per_token(const ModelSpec& model, double bytes_per_element, int tensor_parallel = 1,
                          int pipeline_parallel = 1);
 

@@ -12,15 +12,9 @@ long max_memory_maps() {
   return (in >> value && value > 0) ? value : 65530;
 }
 
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define MEMTWIN_ASAN 1
-#endif
-#endif
-
 std::unique_ptr<simgrid::s4u::Engine> make_engine(bool guard_pages) {
   static char name[] = "memtwin";
-#ifdef MEMTWIN_ASAN
+#ifdef MEMTWIN_SANITIZED
   // SimGrid's raw contexts switch stacks behind AddressSanitizer's back (Debian's SimGrid is built
   // without its fiber annotations); threads it can follow. The factory is chosen as the engine starts.
   static char factory[] = "--cfg=contexts/factory:thread";

@@ -16,10 +16,9 @@ namespace memtwin::sim {
 namespace {
 
 // Per-unit costs on the reference machine (2-core Xeon, Debian 12, SimGrid 3.32), fitted to the
-// runs in docs/simulation-limits.md; an estimate, stated as one.
+// runs in docs/reliability.md; an estimate, stated as one.
 constexpr double kStepSecondsPerUnit = 4.0e-6;
 constexpr double kStepBytesPerUnit = 10;
-constexpr double kPlanBytesPerOp = 600;
 constexpr double kTraceBytesPerEvent = 2.0e3;
 constexpr double kServingSecondsPerUnit = 3.2e-7;
 constexpr double kServingBytesPerRequest = 1.1e4;

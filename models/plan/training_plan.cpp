@@ -17,8 +17,7 @@ double model_flops_per_gpu_step(const Scenario& s) {
 }
 
 namespace {
-constexpr double kMaxPlanOps = 1.6e6;       // about 1 GB of ops
-constexpr double kPlanBytesPerOp = 600;    // measured: an op, its GEMM shapes and names
+constexpr double kMaxPlanOps = 1.6e6;  // about 1 GB of ops (kPlanBytesPerOp)
 }  // namespace
 
 Plan build_training_plan(const Scenario& s) {
