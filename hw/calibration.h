@@ -40,6 +40,8 @@ struct DeviceCalibration {
   /// Weight GEMMs from DRAM timed whole at 1 to 64 rows: rows -> weight bytes per second (median
   /// over the shapes), arithmetic included; empty when not measured.
   std::vector<std::pair<int, double>> weight_gemm_by_rows;
+  /// The same per weight shape: ((inner, outputs), rows -> weight bytes per second).
+  std::vector<std::pair<std::pair<int, int>, std::vector<std::pair<int, double>>>> weight_gemm_by_shape;
   std::string weight_streaming_method = "memory-bound GEMMs (batch 1-8) read weights at this fraction of it";
   /// How far a 32-row GEMM from DRAM overlaps reading its weights with its arithmetic (efficiency.
   /// gemm_overlap: 1, the longer of the two; 0, their sum); negative when not measured.

@@ -16,6 +16,7 @@
 #include "models/memory/serving_memory.h"
 #include "models/serving/batch_scheduler.h"
 #include "models/serving/request_stream.h"
+#include "models/serving/serving_gemms.h"
 
 namespace memtwin::hw {
 namespace {
@@ -58,27 +59,32 @@ class DeviceModel {
   DeviceModel(const Scenario& s, const KvCompressor& kv, CachingAllocator& allocator, ServingKernels& kernels,
               std::int64_t capacity_blocks, std::int64_t weight_bytes, double block_bytes)
       : m_(s.model), allocator_(allocator), kernels_(kernels) {
-    const bool gated = m_.mlp == MlpKind::swiglu || m_.mlp == MlpKind::geglu;
+    // The GEMMs the simulator's iteration model prices (models/serving/serving_gemms.h), on one
+    // rank: the fused QKV and gate-up matrices.
+    const std::vector<ServingGemm> gemms = serving_weight_gemms(m_, 1);
+    auto outputs_of = [&](ServingGemm::Role role) {
+      return static_cast<int>(std::find_if(gemms.begin(), gemms.end(), [&](const ServingGemm& g) { return g.role == role; })->outputs);
+    };
     q_ = m_.heads * m_.head_dim;
     kv_ = m_.kv_heads * m_.head_dim;
-    up_ = (gated ? 2 : 1) * m_.intermediate;
+    up_ = outputs_of(ServingGemm::Role::gate_up);
+    if (outputs_of(ServingGemm::Role::qkv) != q_ + 2 * kv_) throw std::logic_error("the fused QKV projection is not q | k | v");
     width_ = std::max(2 * q_ + 2 * kv_, up_ + m_.intermediate);
-    const std::int64_t per_layer = static_cast<std::int64_t>(m_.hidden) * (q_ + 2 * kv_) + static_cast<std::int64_t>(q_) * m_.hidden +
-                                   static_cast<std::int64_t>(m_.hidden) * up_ + static_cast<std::int64_t>(m_.intermediate) * m_.hidden;
-    const std::int64_t head = static_cast<std::int64_t>(m_.hidden) * m_.vocab;
+    std::int64_t floats = 0;
+    for (const ServingGemm& g : gemms) floats += g.inner * g.outputs * (g.role == ServingGemm::Role::head ? 1 : m_.layers);
     // One allocation the size the memory model counts (embeddings and norms included); the
     // matrices the GEMMs read are carved from it.
-    if ((per_layer * m_.layers + head) * 4 > weight_bytes) throw std::logic_error("weights larger than the memory model counts");
+    if (floats * 4 > weight_bytes) throw std::logic_error("weights larger than the memory model counts");
     weights_ = static_cast<float*>(allocator_.allocate(weight_bytes, "weights"));
     kernels_.fill(weights_, weight_bytes / 4, 0.01f);
     float* w = weights_;
-    for (int l = 0; l < m_.layers; ++l) {
-      Layer layer;
-      layer.qkv = w, w += static_cast<std::int64_t>(m_.hidden) * (q_ + 2 * kv_);
-      layer.o = w, w += static_cast<std::int64_t>(q_) * m_.hidden;
-      layer.up = w, w += static_cast<std::int64_t>(m_.hidden) * up_;
-      layer.down = w, w += static_cast<std::int64_t>(m_.intermediate) * m_.hidden;
-      layers_.push_back(layer);
+    layers_.resize(static_cast<std::size_t>(m_.layers));
+    for (Layer& layer : layers_) {
+      for (const ServingGemm& g : gemms) {
+        if (g.role == ServingGemm::Role::head) continue;
+        layer.matrix[static_cast<int>(g.role)] = w;
+        w += g.inner * g.outputs;
+      }
     }
     lm_head_ = w;
     shape_.num_blocks = static_cast<int>(capacity_blocks);
@@ -155,7 +161,7 @@ class DeviceModel {
       // Pre-norm, then the QKV projection into the intermediate rows: [q | k | v | attention
       // output], then rotary position embedding on q and k.
       kernels_.rms_norm(residual, normed, tokens, h);
-      kernels_.gemm(tokens, q_ + 2 * kv_, h, normed, h, w.qkv, q_ + 2 * kv_, 0.0f, inter, width_);
+      kernels_.gemm(tokens, q_ + 2 * kv_, h, normed, h, w.qkv(), q_ + 2 * kv_, 0.0f, inter, width_);
       kernels_.rotary(inter, tokens, width_, m_.heads + m_.kv_heads, d, positions_.data());
       kernels_.copy_rows(inter + q_, width_, k_new, kv_, tokens, kv_);
       kernels_.copy_rows(inter + q_ + kv_, width_, v_new, kv_, tokens, kv_);
@@ -189,11 +195,11 @@ class DeviceModel {
         kernels_.prefill_attention(c, it.prefilling[i]->prefilled + (c + 1) / 2, d, m_.heads);
       }
       // Output projection added to the residual stream (beta 1), then the MLP on its norm.
-      kernels_.gemm(tokens, h, q_, inter + q_ + 2 * kv_, width_, w.o, h, 1.0f, residual, h);
+      kernels_.gemm(tokens, h, q_, inter + q_ + 2 * kv_, width_, w.o(), h, 1.0f, residual, h);
       kernels_.rms_norm(residual, normed, tokens, h);
-      kernels_.gemm(tokens, up_, h, normed, h, w.up, up_, 0.0f, inter, width_);
+      kernels_.gemm(tokens, up_, h, normed, h, w.up(), up_, 0.0f, inter, width_);
       kernels_.activation(inter, tokens, width_, m_.intermediate, up_ > m_.intermediate);
-      kernels_.gemm(tokens, h, m_.intermediate, inter + up_, width_, w.down, h, 1.0f, residual, h);
+      kernels_.gemm(tokens, h, m_.intermediate, inter + up_, width_, w.down(), h, 1.0f, residual, h);
     }
     // The output head for the tokens that produce one (as many rows as outputs), greedy sampling.
     if (outputs > 0) {
@@ -242,7 +248,11 @@ class DeviceModel {
   }
 
   struct Layer {
-    float *qkv = nullptr, *o = nullptr, *up = nullptr, *down = nullptr;
+    float* matrix[4] = {};  // by ServingGemm::Role: qkv, attention_out, gate_up, down
+    [[nodiscard]] const float* qkv() const { return matrix[static_cast<int>(ServingGemm::Role::qkv)]; }
+    [[nodiscard]] const float* o() const { return matrix[static_cast<int>(ServingGemm::Role::attention_out)]; }
+    [[nodiscard]] const float* up() const { return matrix[static_cast<int>(ServingGemm::Role::gate_up)]; }
+    [[nodiscard]] const float* down() const { return matrix[static_cast<int>(ServingGemm::Role::down)]; }
   };
   const ModelSpec& m_;
   CachingAllocator& allocator_;

@@ -94,6 +94,15 @@ struct Efficiency {
   /// That fraction at `rows` (interpolated in log2(rows)); 0 when there is no table or `rows` is
   /// beyond its last point.
   [[nodiscard]] double gemm_memory_at(double rows) const;
+  /// The same measurement per weight shape (inner features, outputs): at one row a BLAS library may
+  /// run a narrow matrix as a matrix-vector product at twice the rate of a wide one, and of itself
+  /// at two rows, so a batch's GEMMs are priced each by the measured shape nearest its own. Empty:
+  /// not measured (gemm_memory_by_rows, else the roofline).
+  std::map<std::pair<std::int64_t, std::int64_t>, std::map<int, double>> gemm_memory_by_shape;
+  /// The fraction for a GEMM of this shape at `rows` rows: the table of the measured shape nearest
+  /// in log(inner) and log(outputs), interpolated in log2(rows); 0 when there is none or `rows` is
+  /// beyond its last point.
+  [[nodiscard]] double gemm_memory_at(double rows, std::int64_t inner, std::int64_t outputs) const;
   /// Output tile of one thread block in a large GEMM (rows x columns).
   int tile_rows = 128, tile_columns = 256;
   /// Wave quantisation: a GEMM's output is cut into tiles that run `sms` at a time; when the last

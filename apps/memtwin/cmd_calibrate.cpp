@@ -56,6 +56,16 @@ std::string calibration_yaml(const hw::DeviceCalibration& c, const std::string& 
     for (const auto& [rows, rate] : c.weight_gemm_by_rows)
       y << "    " << rows << ": " << number("%.4g", std::min(1.0, rate / c.stream_bytes_per_s)) << "\n";
   }
+  if (!c.weight_gemm_by_shape.empty()) {
+    y << "  gemm_memory_by_shape:   # the same per weight shape INNERxOUTPUTS (a serving GEMM takes the nearest)\n";
+    for (const auto& [shape, by_rows] : c.weight_gemm_by_shape) {
+      y << "    " << shape.first << "x" << shape.second << ": {";
+      for (std::size_t i = 0; i < by_rows.size(); ++i) {
+        y << (i ? ", " : "") << by_rows[i].first << ": " << number("%.4g", std::min(1.0, by_rows[i].second / c.stream_bytes_per_s));
+      }
+      y << "}\n";
+    }
+  }
   if (c.gemm_overlap >= 0) {
     y << "  gemm_overlap: " << number("%.2f", c.gemm_overlap) << "   # " << c.gemm_overlap_method << "\n";
   }

@@ -17,13 +17,31 @@ double Efficiency::gemm_at(double rows) const {
   return below->second + (above->second - below->second) * (x - x0) / (x1 - x0);
 }
 
-double Efficiency::gemm_memory_at(double rows) const {
-  if (gemm_memory_by_rows.empty() || rows > gemm_memory_by_rows.rbegin()->first) return 0;
-  auto above = gemm_memory_by_rows.lower_bound(static_cast<int>(std::ceil(rows)));
-  if (above == gemm_memory_by_rows.begin()) return above->second;
+namespace {
+
+// A measured table by rows, interpolated in log2(rows); 0 past its last point (not measured there).
+double by_rows_within(const std::map<int, double>& table, double rows) {
+  if (table.empty() || rows > table.rbegin()->first) return 0;
+  auto above = table.lower_bound(static_cast<int>(std::ceil(rows)));
+  if (above == table.begin()) return above->second;
   const auto below = std::prev(above);
   const double x0 = std::log2(below->first), x1 = std::log2(above->first), x = std::log2(std::max(rows, 1.0));
   return below->second + (above->second - below->second) * (x - x0) / (x1 - x0);
+}
+
+}  // namespace
+
+double Efficiency::gemm_memory_at(double rows) const { return by_rows_within(gemm_memory_by_rows, rows); }
+
+double Efficiency::gemm_memory_at(double rows, std::int64_t inner, std::int64_t outputs) const {
+  const std::map<int, double>* nearest = nullptr;
+  double best = 0;
+  for (const auto& [shape, table] : gemm_memory_by_shape) {
+    const double distance = std::abs(std::log(static_cast<double>(shape.first) / static_cast<double>(inner))) +
+                            std::abs(std::log(static_cast<double>(shape.second) / static_cast<double>(outputs)));
+    if (!nearest || distance < best) nearest = &table, best = distance;
+  }
+  return nearest ? by_rows_within(*nearest, rows) : 0.0;
 }
 
 double Efficiency::wave_utilization(std::int64_t m, std::int64_t n, int sms) const {

@@ -30,7 +30,7 @@ void check_calibration_value(const std::string& key, double v, const SourceLocat
   if (!std::isfinite(v)) throw ScenarioError(where, key, "must be a finite number");
   std::string path = "cluster." + key;
   if (path.rfind("cluster.efficiency.gemm_by_rows", 0) == 0) path = "cluster.efficiency.gemm";
-  if (path.rfind("cluster.efficiency.gemm_memory_by_rows", 0) == 0) path = "cluster.efficiency.gemm_memory";
+  if (path.rfind("cluster.efficiency.gemm_memory_by_", 0) == 0) path = "cluster.efficiency.gemm_memory";
   for (const char* suffix : {"_hd64", "_hd256"}) {
     const auto at = path.find(suffix);
     if (at != std::string::npos) path = path.substr(0, at);
@@ -166,6 +166,25 @@ void apply_calibration(const std::string& path, const ParamValues& scenario, Clu
                                     }
                                   })};
   }
+  // A table of fractions by rows ({1: 0.4, 8: 0.35}), as gemm_by_rows and the weight GEMMs' tables are.
+  auto read_rows_table = [&](const YAML::Node& node, const SourceLocation& where, const std::string& key,
+                             std::map<int, double>& table) {
+    if (!node.IsMap()) throw ScenarioError(where, key, "expected a mapping of rows to fractions, e.g. {64: 0.7, 512: 0.95}");
+    refuse_duplicate_keys(path, node, key);
+    for (auto point = node.begin(); point != node.end(); ++point) {
+      const SourceLocation at{path, point->first.Mark().line + 1, point->first.Mark().column + 1};
+      int rows = 0;
+      try {
+        rows = point->first.as<int>();
+      } catch (const YAML::Exception&) {
+        throw ScenarioError(at, key, "rows must be a positive integer");
+      }
+      if (rows <= 0) throw ScenarioError(at, key, "rows must be a positive integer");
+      double value = 0;
+      number(value)(point->second, at, key + "." + std::to_string(rows));
+      table[rows] = value;
+    }
+  };
   std::vector<std::string> names;
   for (const auto& [name, _] : known) names.push_back(name);
   const std::vector<std::string> sections = {"efficiency", "runtime", "host", "gpu", "intra_node", "kernels", "nvme", "device", "collectives"};
@@ -203,25 +222,35 @@ void apply_calibration(const std::string& path, const ParamValues& scenario, Clu
       }
       if (key == "efficiency.gemm_by_rows" || key == "efficiency.gemm_memory_by_rows") {
         // Measured GEMM efficiency (or, from memory, the whole GEMM's weight rate) by rows.
-        if (!entry->second.IsMap()) throw ScenarioError(where, key, "expected a mapping of rows to fractions, e.g. {64: 0.7, 512: 0.95}");
         const bool memory = key == "efficiency.gemm_memory_by_rows";
         // The scenario's own `efficiency.gemm` (or `gemm_memory`) replaces the table.
         if (scenario.given_by_user(memory ? "cluster.efficiency.gemm_memory" : "cluster.efficiency.gemm")) continue;
         auto& table = memory ? c.efficiency.gemm_memory_by_rows : c.efficiency.gemm_by_rows;
         table.clear();
+        read_rows_table(entry->second, where, key, table);
+        continue;
+      }
+      if (key == "efficiency.gemm_memory_by_shape") {
+        // The whole GEMM's weight rate by rows, per weight shape INNERxOUTPUTS.
+        if (!entry->second.IsMap()) {
+          throw ScenarioError(where, key, "expected a mapping of shapes to tables by rows, e.g. {512x1536: {1: 0.9, 2: 0.5}}");
+        }
+        if (scenario.given_by_user("cluster.efficiency.gemm_memory")) continue;
+        c.efficiency.gemm_memory_by_shape.clear();
         refuse_duplicate_keys(path, entry->second, key);
-        for (auto point = entry->second.begin(); point != entry->second.end(); ++point) {
-          const SourceLocation at{path, point->first.Mark().line + 1, point->first.Mark().column + 1};
-          int rows = 0;
-          try {
-            rows = point->first.as<int>();
-          } catch (const YAML::Exception&) {
-            throw ScenarioError(at, key, "rows must be a positive integer");
+        for (auto shape = entry->second.begin(); shape != entry->second.end(); ++shape) {
+          const std::string name = shape->first.Scalar();
+          const SourceLocation at{path, shape->first.Mark().line + 1, shape->first.Mark().column + 1};
+          const auto x = name.find('x');
+          auto whole = [](std::optional<double> v) {
+            return v && *v >= 1 && *v <= double(1 << 24) && *v == std::floor(*v) ? static_cast<std::int64_t>(*v) : 0;
+          };
+          const std::int64_t inner = x == std::string::npos ? 0 : whole(parse_plain_number(name.substr(0, x)));
+          const std::int64_t outputs = x == std::string::npos ? 0 : whole(parse_plain_number(name.substr(x + 1)));
+          if (inner == 0 || outputs == 0) {
+            throw ScenarioError(at, key + "." + name, "a shape is INNERxOUTPUTS, two positive whole numbers such as 512x1536");
           }
-          if (rows <= 0) throw ScenarioError(at, key, "rows must be a positive integer");
-          double value = 0;
-          number(value)(point->second, at, key + "." + std::to_string(rows));
-          table[rows] = value;
+          read_rows_table(shape->second, at, key + "." + name, c.efficiency.gemm_memory_by_shape[{inner, outputs}]);
         }
         continue;
       }

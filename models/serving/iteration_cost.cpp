@@ -7,6 +7,7 @@
 #include "models/comm/collective_model.h"
 #include "models/memory/serving_memory.h"
 #include "models/model_facts.h"
+#include "models/serving/serving_gemms.h"
 
 namespace memtwin {
 
@@ -49,6 +50,19 @@ IterationModel::IterationModel(const Scenario& s) : s_(s) {
   weight_bytes_ = memory.weights.as_double() * inf.serving.pipeline_parallel -
                   untouched / inf.serving.tensor_parallel * per_parameter;
   head_params_ = static_cast<double>(s.model.vocab) * s.model.hidden;
+  if (s.model.architecture_known) {
+    // Each GEMM's weights at the precision the memory model counts them (linear layers quantised,
+    // the head not), over every layer: with pipeline stages a batch passes them all in turn.
+    double gemm_bytes = 0;
+    for (const ServingGemm& g : serving_weight_gemms(s.model, inf.serving.tensor_parallel)) {
+      const bool head = g.role == ServingGemm::Role::head;
+      const double element = head ? per_parameter : linear_weight_bytes(inf.weight_dtype, inf.weight_group_size, g.inner);
+      const double bytes = g.elements() * element * (head ? 1.0 : static_cast<double>(g.per_layer) * s.model.layers);
+      weight_gemms_.push_back({g.inner, g.outputs, bytes, g.rows_per_token, head});
+      gemm_bytes += bytes;
+    }
+    other_weight_bytes_ = std::max(0.0, weight_bytes_ - gemm_bytes);
+  }
   body_params_ = matmul_parameters_per_token(s.model) - head_params_;
   attention_width_ = static_cast<double>(s.model.layers) * s.model.heads * s.model.head_dim;
   const auto& flops = s.cluster.gpu.flops;
@@ -125,9 +139,24 @@ double IterationModel::compute_seconds(const IterationLoad& load) const {
   const double arithmetic = std::max(gemm_flops / (peak_flops_ * eff.gemm_at(tokens)), weight_dequant_ops_ / (fp32_flops_ * eff.gemm));
   const double weight_reads = weight_bytes_ / (hbm_ * eff.gemm_memory);
   double gemms = eff.gemm_overlap * std::max(arithmetic, weight_reads) + (1 - eff.gemm_overlap) * (arithmetic + weight_reads);
-  // Where the GEMMs at this many rows were measured whole from memory, their measured rate.
-  if (const double measured = eff.gemm_memory_at(tokens); measured > 0) {
-    gemms = std::max(weight_bytes_ / (hbm_ * measured), weight_dequant_ops_ / (fp32_flops_ * eff.gemm));
+  // Where the GEMMs at this many rows were measured whole from memory, their measured rate: per
+  // shape where measured so (the nearest measured shape's), else one rate for all the weights.
+  if (const double measured = eff.gemm_memory_at(tokens); measured > 0 || !eff.gemm_memory_by_shape.empty()) {
+    double reads = measured > 0 ? weight_bytes_ / (hbm_ * measured) : 0.0;
+    if (!eff.gemm_memory_by_shape.empty() && !weight_gemms_.empty()) {
+      double by_shape = other_weight_bytes_ / (hbm_ * eff.memory);
+      for (const PricedGemm& g : weight_gemms_) {
+        const double rows = std::max(1.0, g.head ? sampled : tokens * g.rows_per_token);
+        const double fraction = eff.gemm_memory_at(rows, g.inner, g.outputs);
+        if (fraction <= 0) {  // beyond the measured rows
+          by_shape = 0;
+          break;
+        }
+        by_shape += g.bytes / (hbm_ * fraction);
+      }
+      if (by_shape > 0) reads = by_shape;
+    }
+    if (reads > 0) gemms = std::max(reads, weight_dequant_ops_ / (fp32_flops_ * eff.gemm));
   }
 
   const double kv_elements = load.decode_context * kv_elements_per_token_ / tp_;

@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "models/kv/kv_compressor.h"
 #include "models/scenario.h"
@@ -56,6 +57,14 @@ class IterationModel {
  private:
   Scenario s_;  // a copy: a model may outlive the scenario it was made from
   double weight_bytes_ = 0;       // per GPU
+  struct PricedGemm {
+    std::int64_t inner = 0, outputs = 0;
+    double bytes = 0;            // every matrix of this shape in the replica, per GPU
+    double rows_per_token = 1;
+    bool head = false;           // its rows are the sampled positions
+  };
+  std::vector<PricedGemm> weight_gemms_;  // serving_weight_gemms, for gemm_memory_by_shape
+  double other_weight_bytes_ = 0;         // norms, biases: weight_bytes_ beyond the GEMMs' matrices
   double body_params_ = 0;        // matmul parameters per token of the blocks, whole model
   double head_params_ = 0;        // the output head's: run only for the positions that sample
   double attention_width_ = 0;    // layers x heads x head_dim (whole model)

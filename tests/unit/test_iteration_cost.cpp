@@ -134,3 +134,31 @@ TEST_CASE("a decode iteration's weight GEMMs take the time measured whole at its
   CHECK(t2 > t1);
   CHECK(t3 - t2 == Approx(2 * (t2 - t1)).epsilon(1e-9));
 }
+
+TEST_CASE("a decode iteration's weight GEMMs each take the rate measured at the shape nearest theirs", "[unit]") {
+  // The host model (hidden 512, intermediate 1408, vocabulary 8192): its QKV (512x1536), attention
+  // output (512x512), gate-up (512x2816) and down (1408x512) matrices are nearer the measured
+  // 512x1536 than 512x8192, the head is 512x8192. Changing the narrow shape's one-row fraction
+  // moves a one-sequence decode step by the four block matrices' bytes alone, at one row only.
+  auto decode = [](double narrow, int sequences) {
+    const std::string path = "/tmp/memtwin-test-gemm-shape-" + std::to_string(narrow) + ".yaml";
+    std::ofstream(path) << "efficiency:\n  gemm_memory_by_shape:\n    512x1536: {1: " << narrow
+                        << ", 2: 0.3, 64: 0.2}\n    512x8192: {1: 0.4, 2: 0.4, 64: 0.2}\n";
+    const Scenario s = load_scenario_file(source_path("scenarios/host/serve-fp16-kv.yaml"), {"cluster.calibration=" + path}).scenario;
+    IterationLoad load;
+    load.decode_sequences = sequences;
+    load.decode_context = 200.0 * sequences;
+    load.kv_bytes_read = load.decode_context * 2 * 4 * 8 * 64 * 2;
+    return std::pair{IterationModel(s).compute_seconds(load), s.cluster.gpu.hbm_bandwidth.value()};
+  };
+  const double block_bytes = 4.0 /* layers */ * (512 * 1536 + 512 * 512 + 512 * 2816 + 1408 * 512) * 4 /* fp32 */;
+  const auto [fast, hbm] = decode(0.8, 1);
+  const auto [slow, same_hbm] = decode(0.4, 1);
+  CHECK(same_hbm == hbm);
+  CHECK(slow - fast == Approx(block_bytes / hbm * (1 / 0.4 - 1 / 0.8)).epsilon(1e-9));
+  // Two sequences read the tables' two-row points, which did not change.
+  CHECK(decode(0.8, 2).first == Approx(decode(0.4, 2).first).epsilon(1e-12));
+  // Past the tables' last row count the GEMMs are not measured: the roofline prices them.
+  const double beyond = decode(0.8, 100).first;
+  CHECK(beyond == Approx(decode(0.4, 100).first).epsilon(1e-12));
+}
