@@ -272,7 +272,7 @@ std::vector<std::string> section_keys(std::string_view section) {
 }
 
 std::optional<std::string> scalar_shorthand_key(std::string_view section) {
-  if (section == "cluster.gpu" || section == "model") return "preset";
+  if (section == "cluster.gpu" || section == "model" || section == "cluster.efficiency") return "preset";
   if (section == "inference.workload.prompt_tokens" || section == "inference.workload.output_tokens") return "value";
   return std::nullopt;
 }

@@ -83,6 +83,12 @@ void declare_cluster(Table& t) {
         "waits for (Python dispatch, kernel launches); fitted to TinyChat's fp16 decode: ~108us on an A100 server, "
         "~25us on an RTX 4090 desktop")
       .at_least(0);
+  t.add("cluster.efficiency.preset", K::preset, none,
+        "a software stack's efficiencies on a GPU generation (scenarios/presets/efficiency.yaml, e.g. "
+        "pytorch-2023-hopper); `efficiency: NAME` is short for this; keys given here replace the entry's");
+  t.add("cluster.efficiency.generation", K::choice, none, "the GPU generation a preset's efficiencies were measured on")
+      .choices(names(kGpuGenerationNames)).derived("from the preset; must be cluster.gpu.generation");
+  t.add("cluster.efficiency.source", K::text, "", "where the efficiencies come from");
   t.add("cluster.efficiency.gemm", K::number, "0.81",
         "achieved fraction of peak FLOP/s on large GEMMs (measured: cuBLAS bf16 on an H200)").at_least(kMinFraction).at_most(1);
   t.add("cluster.efficiency.attention", K::number, "0.6",

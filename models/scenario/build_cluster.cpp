@@ -179,6 +179,20 @@ Cluster build_cluster(const ParamValues& v) {
   c.runtime.cuda_graph_pool = v.bytes("cluster.runtime.cuda_graph_pool");
   c.runtime.allocator_waste = v.number("cluster.runtime.allocator_waste");
   c.runtime.eager_layer_overhead = v.duration("cluster.runtime.eager_layer_overhead");
+  // A software stack's efficiencies (cluster.efficiency.preset) were measured on one generation.
+  if (v.given("cluster.efficiency.generation")) {
+    const GpuGeneration measured_on = v.choice("cluster.efficiency.generation", kGpuGenerationNames);
+    if (c.gpu.generation != measured_on) {
+      const std::string gpu =
+          c.gpu.generation ? std::string(kGpuGenerationNames.name(*c.gpu.generation)) : std::string("of no known generation");
+      const std::string on = std::string(kGpuGenerationNames.name(measured_on)) + " GPUs; cluster.gpu is " + gpu;
+      // Located where the user chose them: the preset, else the generation key itself.
+      if (v.given("cluster.efficiency.preset")) {
+        v.fail("cluster.efficiency.preset", "'" + v.text("cluster.efficiency.preset") + "' was measured on " + on);
+      }
+      v.fail("cluster.efficiency.generation", "the efficiencies given are for " + on);
+    }
+  }
   c.efficiency.gemm = v.number("cluster.efficiency.gemm");
   c.efficiency.attention = v.number("cluster.efficiency.attention");
   c.efficiency.memory = v.number("cluster.efficiency.memory");

@@ -166,9 +166,16 @@ void expand_presets(ScenarioTree& tree, const std::string& section, std::string_
     entry = parsed[name];
   }
   if (!entry.IsDefined() || !entry.IsMap()) {
-    std::string msg = "unknown " + std::string(section == "model" ? "model" : "GPU") + " '" + name + "'";
+    const bool model = section == "model", gpu = section == "cluster.gpu";
+    std::string msg = "unknown " + std::string(model ? "model" : gpu ? "GPU" : "efficiency preset") + " '" + name + "'";
     msg += did_you_mean(name, catalog_names(catalog_file));
-    msg += " (list them with `memtwin " + std::string(section == "model" ? "models" : "gpus") + "`)";
+    if (model || gpu) {
+      msg += " (list them with `memtwin " + std::string(model ? "models" : "gpus") + "`)";
+    } else {
+      msg += " (" + std::string(catalog_file) + " has:";
+      for (const auto& known : catalog_names(catalog_file)) msg += " " + known;
+      msg += ")";
+    }
     throw ScenarioError(tree.locate(section + ".preset", name_node.Mark()), section + ".preset", msg);
   }
   merge_under(node, entry, section, cat.file, tree.origins);
@@ -222,10 +229,15 @@ ScenarioTree build_scenario_tree(std::string_view text, const std::string& file,
     throw ScenarioError(at(file, tree.root.Mark()), "", "a scenario is a mapping with name, cluster, model and training or inference");
   }
   expand_shorthands(tree.root, "");
-  for (const auto& spec : overrides) apply_override(tree.root, spec, tree.origins);
-  expand_shorthands(tree.root, "");  // overrides may have set a shorthand
+  for (const auto& spec : overrides) {
+    apply_override(tree.root, spec, tree.origins);
+    // An override may set a shorthand (`cluster.gpu=h100-sxm`) that a later one refines
+    // (`cluster.gpu.memory=...`): expanded before the next, it is not replaced by it.
+    expand_shorthands(tree.root, "");
+  }
   expand_presets(tree, "cluster.gpu", "presets/gpus.yaml");
   expand_presets(tree, "model", "presets/models.yaml");
+  expand_presets(tree, "cluster.efficiency", "presets/efficiency.yaml");
   expand_hf_config(tree);
   return tree;
 }

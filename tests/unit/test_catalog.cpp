@@ -111,3 +111,23 @@ TEST_CASE("GPU catalog entries match the datasheets", "[unit]") {
     CHECK_FALSE(g.source.empty());
   }
 }
+
+TEST_CASE("an efficiency preset sets a stack's efficiencies, which the scenario's own keys replace", "[unit]") {
+  const std::string base =
+      "name: stack\ncluster: {nodes: 1, gpus_per_node: 8, gpu: h100-sxm, efficiency: pytorch-2023-hopper}\n"
+      "model: llama-2-7b\ntraining: {micro_batch: 1, seq_len: 2048, global_batch: 8}\n";
+  const Scenario preset = load_scenario_text(base, "stack.yaml", ".").scenario;
+  CHECK(preset.cluster.efficiency.gemm == 0.556);  // scenarios/presets/efficiency.yaml
+  CHECK(preset.cluster.efficiency.attention == 0.258);
+  CHECK(preset.cluster.efficiency.memory == 0.89);  // what the entry does not give keeps its default
+  // A key of the scenario's, in the file or as an override after the shorthand, wins.
+  const Scenario own = load_scenario_text(base, "stack.yaml", ".", {"cluster.efficiency.gemm=0.7"}).scenario;
+  CHECK(own.cluster.efficiency.gemm == 0.7);
+  CHECK(own.cluster.efficiency.attention == 0.258);
+  const Scenario set = load_scenario_text("name: stack\ncluster: {nodes: 1, gpus_per_node: 8, gpu: h100-sxm}\nmodel: llama-2-7b\n"
+                                          "training: {micro_batch: 1, seq_len: 2048, global_batch: 8}\n",
+                                          "stack.yaml", ".", {"cluster.efficiency=pytorch-2023-hopper", "cluster.efficiency.gemm=0.7"})
+                           .scenario;
+  CHECK(set.cluster.efficiency.gemm == 0.7);
+  CHECK(set.cluster.efficiency.attention == 0.258);
+}
