@@ -11,6 +11,7 @@
 #include "hw/block_pool.h"
 #include "hw/kivi_cache.h"
 #include "hw/kv_eviction.h"
+#include "hw/timed_serving_kernels.h"
 #include "kernels/kv_kernels.h"
 #include "models/backend.h"
 #include "models/memory/serving_memory.h"
@@ -307,9 +308,14 @@ ServingMeasurement serve_on_device(const Scenario& s, ServingDevice& device) {
   out.run = start_serving_run(generate_requests(inf, s.seed));
   ServingRun& run = out.run;
   run.capacity_blocks = memory.capacity_blocks;
+  // Where the device's calls can be timed one by one, each kind of work is (validate compares each
+  // with what the simulator priced); the host's share is what a forward pass spends outside them.
+  std::optional<TimedServingKernels> timed;
+  if (device.kernels->synchronous()) timed.emplace(*device.kernels, run.op_seconds);
+  ServingKernels& kernels = timed ? static_cast<ServingKernels&>(*timed) : *device.kernels;
   try {
     const auto kv = make_kv_compressor(inf.kv_cache.compression, serving_kv_shape(s));
-    DeviceModel model(s, *kv, allocator, *device.kernels, memory.capacity_blocks, memory.weights.count(),
+    DeviceModel model(s, *kv, allocator, kernels, memory.capacity_blocks, memory.weights.count(),
                       memory.block_bytes.as_double());
     out.weights_bytes = memory.weights.count();
     out.kv_pool_bytes = model.pool_bytes();
@@ -354,7 +360,9 @@ ServingMeasurement serve_on_device(const Scenario& s, ServingDevice& device) {
       // Swaps and the host tier's prefix traffic cross the host link before the iteration.
       const double moved = it->swap_out_bytes + it->swap_in_bytes + it->tier.gpu_to_host + it->tier.host_to_gpu;
       if (moved > 0) device.kernels->swap(static_cast<std::int64_t>(moved));
+      const double in_kernels = timed ? timed->kernel_seconds() : 0.0, forward_began = now();
       model.forward(*it, blocks, layer_blocks ? &*layer_blocks : nullptr);
+      if (timed) run.op_seconds[IterationOp::host] += (now() - forward_began) - (timed->kernel_seconds() - in_kernels);
       scheduler.complete(*it, started, now());
     }
     run.makespan_s = now();

@@ -98,6 +98,9 @@ class ServingKernels {
   /// Moves `bytes` over the host link and back, as swap preemption does.
   virtual void swap(std::int64_t bytes) = 0;
   virtual void synchronize() = 0;
+  /// Whether every call returns when its work is done (the host device), so that a clock around a
+  /// call times it (hw/timed_serving_kernels.h); false for devices whose calls return at launch.
+  [[nodiscard]] virtual bool synchronous() const { return false; }
 
  private:
   [[noreturn]] static void no_eviction() { throw std::logic_error("this device does not run score-based eviction"); }

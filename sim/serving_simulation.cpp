@@ -41,7 +41,7 @@ class VirtualEngine {
   VirtualEngine(int replica, int engine, const Scenario& s, const IterationModel& model, const KvCompressor& kv,
                 ServingRun& out, std::int64_t capacity_blocks, double block_bytes, const Platform& platform,
                 const Placement& placement)
-      : s_(s), model_(model),
+      : s_(s), model_(model), out_(out),
         scheduler_(replica, s, kv, out, capacity_blocks, block_bytes, engine, static_cast<int>(placement.stages.size())),
         platform_(platform), placement_(placement) {}
 
@@ -71,6 +71,7 @@ class VirtualEngine {
       start_background(it->tier);
       transfer_before(*it);
       run_stages(it->load);
+      out_.op_seconds += model_.compute_breakdown(it->load);
       scheduler_.complete(*it, began, sg4::Engine::get_clock());
     }
     ended_s_ = sg4::Engine::get_clock();
@@ -155,6 +156,7 @@ class VirtualEngine {
   }
   const Scenario& s_;
   const IterationModel& model_;
+  ServingRun& out_;
   BatchScheduler scheduler_;
   const Platform& platform_;
   const Placement& placement_;

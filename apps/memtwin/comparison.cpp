@@ -2,10 +2,14 @@
 
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <ostream>
+#include <string>
+#include <vector>
 
 #include "apps/memtwin/commands.h"
 #include "apps/memtwin/json_path.h"
+#include "models/serving/iteration_ops.h"
 #include "models/unit_parse.h"
 
 namespace memtwin::cli {
@@ -31,6 +35,18 @@ constexpr Compared kMetrics[] = {
     {"kv_cache.preemptions", ""},
     {"prefix_cache.hit_rate", ""},
 };
+
+// A serving run's compute by kind of work (models/serving/iteration_ops.h), where both sides have it.
+std::vector<Compared> op_time_metrics() {
+  static const std::vector<std::string> paths = [] {
+    std::vector<std::string> p;
+    for (const char* kind : kIterationOpNames) p.push_back(std::string("op_time_s.") + kind);
+    return p;
+  }();
+  std::vector<Compared> out;
+  for (const auto& p : paths) out.push_back({p.c_str(), "s"});
+  return out;
+}
 
 std::string shown(double v, const std::string& unit) {
   if (unit == "bytes") return human_bytes(Bytes(static_cast<std::int64_t>(std::llround(v))));
@@ -58,7 +74,9 @@ void require_same_plan(const nlohmann::json& predicted, const nlohmann::json& me
 
 std::vector<ComparedMetric> compare_results(const nlohmann::json& predicted, const nlohmann::json& measured) {
   std::vector<ComparedMetric> rows;
-  for (const auto& m : kMetrics) {
+  std::vector<Compared> metrics(std::begin(kMetrics), std::end(kMetrics));
+  for (const auto& m : op_time_metrics()) metrics.push_back(m);
+  for (const auto& m : metrics) {
     const auto p = number_at(predicted, m.metric), q = number_at(measured, m.metric);
     if (!p || !q) continue;
     ComparedMetric row{m.metric, m.unit, *p, *q, 0};

@@ -51,6 +51,7 @@ class HostServingKernels final : public ServingKernels {
   void argmax_rows(const float* x, int rows, int cols, std::vector<int>& out) override;
   void swap(std::int64_t bytes) override;
   void synchronize() override {}
+  [[nodiscard]] bool synchronous() const override { return true; }
 
  private:
   HostKernels kernels_;                   ///< attention products and swap copies over its workspace

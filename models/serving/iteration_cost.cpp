@@ -123,10 +123,13 @@ IterationModel::IterationModel(const Scenario& s) : s_(s) {
   if (write != s.cluster.kv_write_elements_per_s.end()) kv_write_elements_per_s_ = write->second;
 }
 
-double IterationModel::compute_seconds(const IterationLoad& load) const {
+double IterationModel::compute_seconds(const IterationLoad& load) const { return compute_breakdown(load).total(); }
+
+IterationOpSeconds IterationModel::compute_breakdown(const IterationLoad& load) const {
   const Efficiency& eff = s_.cluster.efficiency;
   const double tokens = load.prefill_tokens + load.decode_sequences;
-  if (tokens == 0) return 0;
+  IterationOpSeconds out;
+  if (tokens == 0) return out;
   // A roofline per kernel class, summed: the kernels of an iteration run one after another, and
   // each is bound by its own resource (the weights' GEMMs by memory in decode, by FLOPs in
   // prefill; decode attention by the cached KV or by dequantising it). Work is per GPU of the
@@ -177,16 +180,16 @@ double IterationModel::compute_seconds(const IterationLoad& load) const {
                         dequant_ops_per_element_ * kv_elements / (fp32_flops_ * eff.gemm);
     decode_attention = std::max(math, load.kv_bytes_read / tp_ / (hbm_ * eff.memory));
   }
-  const double prefill_math =
-      (1 + h2o_prefill_score_factor_) * 4 * attention_width_ * load.prefill_attention / tp_ / (peak_flops_ * eff.attention);
+  const double prefill_math = 4 * attention_width_ * load.prefill_attention / tp_ / (peak_flops_ * eff.attention);
   const double prefill_attention = std::max(prefill_math, load.prefill_tokens * token_bytes_full_ / tp_ / (hbm_ * eff.memory));
-  double selection = 0;
+  // H2O scores the prompt once more for its heavy hitters: part of its selection.
+  double selection = h2o_prefill_score_factor_ * prefill_math;
   if (selects_after_prefill_ && load.completed_prompt_tokens > 0) {
     // The window's queries against every prompt key (QK^T), then the kept K and V compacted: the
     // keys read once, the kept bytes read and written.
     const double flops = 2 * attention_width_ * selection_window_ * load.completed_prompt_tokens;
     const double bytes = load.completed_prompt_tokens * token_bytes_full_ / 2 + 2 * load.completed_prompt_kept_bytes;
-    selection = std::max(flops / (peak_flops_ * eff.attention), bytes / (hbm_ * eff.memory)) / tp_;
+    selection += std::max(flops / (peak_flops_ * eff.attention), bytes / (hbm_ * eff.memory)) / tp_;
   }
   const double h2o_upkeep = h2o_upkeep_bytes_per_token_ * load.decode_context / tp_ / (hbm_ * eff.memory);
   // A measured cache-write kernel (quantising and scattering every new token's K and V) adds its
@@ -195,7 +198,15 @@ double IterationModel::compute_seconds(const IterationLoad& load) const {
 
   const double elementwise = elementwise_bytes_per_token_ * tokens / tp_ / (hbm_ * eff.memory);
 
-  return gemms + decode_attention + h2o_upkeep + prefill_attention + selection + kv_write + elementwise + eager_seconds_;
+  out[IterationOp::weight_gemm] = gemms;
+  out[IterationOp::decode_attention] = decode_attention;
+  out[IterationOp::prefill_attention] = prefill_attention;
+  out[IterationOp::kv_write] = kv_write;
+  out[IterationOp::kv_selection] = selection;
+  out[IterationOp::score_upkeep] = h2o_upkeep;
+  out[IterationOp::elementwise] = elementwise;
+  out[IterationOp::host] = eager_seconds_;
+  return out;
 }
 
 int IterationModel::tp_all_reduces() const { return tp_ > 1 ? 2 * s_.model.layers : 0; }

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "models/kv/kv_compressor.h"
+#include "models/serving/iteration_ops.h"
 #include "models/scenario.h"
 
 namespace memtwin {
@@ -45,6 +46,8 @@ class IterationModel {
   /// The kernels alone (a simulator runs the all-reduces as flows instead): of all pipeline stages
   /// one after another; each stage takes an equal share.
   [[nodiscard]] double compute_seconds(const IterationLoad& load) const;
+  /// The same by kind of work (models/serving/iteration_ops.h); compute_seconds is its total.
+  [[nodiscard]] IterationOpSeconds compute_breakdown(const IterationLoad& load) const;
   /// Tensor parallelism's ring all-reduces of the hidden states: two per layer, each this many bytes.
   [[nodiscard]] int tp_all_reduces() const;
   [[nodiscard]] double tp_all_reduce_bytes(const IterationLoad& load) const;

@@ -82,6 +82,10 @@ void add_serving_results(nlohmann::ordered_json& metrics, std::vector<std::strin
   metrics["requests"] = {{"total", static_cast<std::int64_t>(run.requests.size())}, {"completed", completed},
                          {"preempted", preempted}, {"swapped", swapped}, {"rejected", run.rejected},
                          {"preemptions", run.preemptions}, {"iterations", run.iterations}};
+  if (run.op_seconds.total() > 0) {
+    // Compute by kind of work, summed over iterations (models/serving/iteration_ops.h).
+    for (std::size_t k = 0; k < kIterationOps; ++k) metrics["op_time_s"][kIterationOpNames[k]] = run.op_seconds.seconds[k];
+  }
   metrics["kv_cache"]["peak_utilization"] =
       run.capacity_blocks > 0 ? static_cast<double>(run.peak_blocks_used) / run.capacity_blocks : 0.0;
   metrics["tiers"] = {{"host_swap_bytes", run.swap_bytes}, {"swap_space_peak_bytes", run.peak_swap_bytes}};

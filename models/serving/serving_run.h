@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "models/serving/iteration_ops.h"
+
 namespace memtwin {
 
 struct RequestRecord {
@@ -52,6 +54,9 @@ struct ServingRun {
   double prefix_offload_bytes = 0, prefix_fetch_host_bytes = 0, prefix_fetch_nvme_bytes = 0, prefix_nvme_write_bytes = 0;
   double host_tier_peak_bytes = 0, nvme_tier_peak_bytes = 0;
   std::int64_t prefixes_dropped = 0;  ///< left every tier (recomputed when next needed)
+  /// Every iteration's compute by kind of work: priced (simulator) or timed (a device whose
+  /// kernels can be timed one call at a time); all zero where not known.
+  IterationOpSeconds op_seconds;
 };
 
 }  // namespace memtwin

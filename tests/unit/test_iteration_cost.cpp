@@ -162,3 +162,35 @@ TEST_CASE("a decode iteration's weight GEMMs each take the rate measured at the 
   const double beyond = decode(0.8, 100).first;
   CHECK(beyond == Approx(decode(0.4, 100).first).epsilon(1e-12));
 }
+
+TEST_CASE("an iteration's time is the sum of its kinds of work, each where its method does it", "[unit]") {
+  IterationLoad load;
+  load.prefill_tokens = 512;
+  load.prefills_completing = 1;
+  load.prefill_attention = 512 * 256.0;
+  load.completed_prompt_tokens = 512;
+  load.completed_prompt_kept_bytes = 512 * 1024.0;
+  load.decode_sequences = 8;
+  load.decode_context = 8 * 1000.0;
+  load.kv_bytes_read = load.decode_context * 2 * kLayers * kKvHeads * kHeadDim * 2;
+  auto breakdown = [&](const std::string& compression) {
+    const IterationModel m(scenario({"inference.kv_cache.compression=" + compression}));
+    const IterationOpSeconds ops = m.compute_breakdown(load);
+    CHECK(ops.total() == Approx(m.compute_seconds(load)).epsilon(1e-12));
+    return ops;
+  };
+  const auto full = breakdown("{method: none}");
+  CHECK(full[IterationOp::weight_gemm] > 0);
+  CHECK(full[IterationOp::decode_attention] > 0);
+  CHECK(full[IterationOp::prefill_attention] > 0);
+  CHECK(full[IterationOp::elementwise] > 0);
+  CHECK(full[IterationOp::kv_selection] == 0);
+  CHECK(full[IterationOp::score_upkeep] == 0);
+  const auto snapkv = breakdown("{method: snapkv, budget: 256, window: 32}");
+  CHECK(snapkv[IterationOp::kv_selection] > 0);
+  CHECK(snapkv[IterationOp::score_upkeep] == 0);
+  // H2O scores its prompts (half of their attention's FLOPs again) and keeps scores each step.
+  const auto h2o = breakdown("{method: h2o, heavy_ratio: 0.2, recent_ratio: 0.1}");
+  CHECK(h2o[IterationOp::kv_selection] == Approx(0.5 * h2o[IterationOp::prefill_attention]).epsilon(1e-9));
+  CHECK(h2o[IterationOp::score_upkeep] > 0);
+}

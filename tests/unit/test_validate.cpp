@@ -262,7 +262,20 @@ TEST_CASE("the host engine runs H2O, SnapKV and PyramidKV: prompts selected per 
     const auto evicting = served_on_host(sets);
     CHECK(evicting["requests"]["completed"] == 8);
     CHECK(evicting["kv_cache"]["peak_utilization"].get<double>() < 0.8 * full["kv_cache"]["peak_utilization"].get<double>());
+    // Each kind of work timed where it ran: every method scores its prompts (kv_selection); only
+    // H2O keeps scores up to date while decoding.
+    const auto& ops = evicting["op_time_s"];
+    CHECK(ops["kv_selection"].get<double>() > 0);
+    CHECK((ops["score_upkeep"].get<double>() > 0) == (method.find("h2o") != std::string::npos));
   }
+  // Without eviction neither runs; the weight GEMMs and decode attention do, and the host's own
+  // part of the forward passes is what is left of them.
+  const auto& ops = full["op_time_s"];
+  CHECK(ops["kv_selection"] == 0.0);
+  CHECK(ops["score_upkeep"] == 0.0);
+  CHECK(ops["weight_gemm"].get<double>() > ops["decode_attention"].get<double>());
+  CHECK(ops["decode_attention"].get<double>() > 0);
+  CHECK(ops["host"].get<double>() > 0);
   // The pool H2O allocates holds its fp32 scores (one per token, KV head and layer) beside K and V,
   // as the size model counts them: the pool is the same bytes with fewer blocks.
   auto h2o_sets = load;
