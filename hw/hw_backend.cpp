@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <cmath>
 #include <cstdio>
@@ -120,7 +121,7 @@ class HwBackend final : public Backend {
     }
     if (hw::MpiSession::get().size != 1) throw Unsupported("a serving run is one process; run it without mpirun");
     hw::ServingDevice device = open_serving_device(options_.device);
-    const hw::ServingMeasurement served = hw::serve_on_device(s, device);
+    hw::ServingMeasurement served = hw::serve_on_device(s, device);
     if (served.oom) {
       // Out of device memory is a result: what was being allocated, how much was free.
       const hw::DeviceOutOfMemory& o = *served.oom;
@@ -157,8 +158,9 @@ class HwBackend final : public Backend {
                              {"plan_hash", serving_plan_hash(s, generate_requests(*s.inference, s.seed), memory.capacity_blocks,
                                                              memory.block_bytes.as_double())}};
     r.notes.push_back("measured on " + device.description + "; requests released at their arrival times on the wall clock");
-    r.files["requests.csv"] = requests_csv(served.run);
-    r.files["trace.json"] = serving_trace(served.run);
+    const auto run = std::make_shared<const ServingRun>(std::move(served.run));
+    r.files["requests.csv"] = [run] { return requests_csv(*run); };
+    r.files["trace.json"] = [run] { return serving_trace(*run); };
     return r;
   }
 
@@ -252,7 +254,7 @@ class HwBackend final : public Backend {
     r.notes.push_back("measured on " + m.description + ": " + std::to_string(plan.ranks()) +
                       " MPI rank(s); time is the median of " + std::to_string(options_.steps) + " steps after a warm-up step");
     if (options_.shallower) scale_to_full_depth(s, m, r);
-    r.files["op_times.csv"] = op_times_csv(program, m.last);
+    r.files["op_times.csv"] = [csv = op_times_csv(program, m.last)] { return csv; };
     // The same trace and timeline files as the simulator's, rank 0's last step; the timeline counts
     // the runtime (the process before the plan's tensors) as the simulator counts its tensor.
     std::vector<StepTraceEvent> events;
@@ -263,8 +265,8 @@ class HwBackend final : public Backend {
     }
     MemoryTimeline memory;
     for (const auto& [at, bytes] : m.last.memory) memory.emplace_back(at, bytes + m.runtime);
-    r.files["trace.json"] = perfetto_step_trace(events, memory);
-    r.files["timeline.csv"] = memory_timeline_csv(memory);
+    r.files["trace.json"] = [trace = perfetto_step_trace(events, memory)] { return trace; };
+    r.files["timeline.csv"] = [csv = memory_timeline_csv(memory)] { return csv; };
     return r;
   }
 

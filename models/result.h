@@ -3,6 +3,7 @@
 // (`"schema": "memtwin.result/1"`) that `memtwin run --json` prints and analysis/ reads.
 // Field names follow the output contracts in the issues ("memory.gpu.peak_bytes", ...): values in
 // base units, the unit in the key's suffix (_bytes, _s, _per_s, _flops).
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -20,7 +21,9 @@ struct RunResult {
   nlohmann::ordered_json metrics = nlohmann::ordered_json::object();  ///< "model", "memory", ...
   bool fits = true;                 ///< false: the scenario runs out of memory (exit code 3)
   std::vector<std::string> notes;   ///< remarks for people: what was not modelled, hints to fit
-  std::map<std::string, std::string> files;  ///< extra outputs for `--out DIR`: name -> content
+  /// Extra outputs for `--out DIR`: name -> what writes its content, called only when the run
+  /// directory is written (a million-request trace is not built for a run that prints a summary).
+  std::map<std::string, std::function<std::string()>> files;
   /// False on the helper processes of a multi-process backend (MPI ranks other than the one that
   /// reports): they print and write nothing.
   bool primary = true;

@@ -20,8 +20,11 @@ namespace {
 constexpr double kStepSecondsPerUnit = 4.0e-6;
 constexpr double kStepBytesPerUnit = 10;
 constexpr double kTraceBytesPerEvent = 2.0e3;
-constexpr double kServingSecondsPerUnit = 3.2e-7;
-constexpr double kServingBytesPerRequest = 1.1e4;
+constexpr double kServingSecondsPerUnit = 7.5e-8;
+constexpr double kServingBytesPerRequest = 900;  // with --out: the request table and trace built
+// Per output token at most: the per-iteration records (KV timeline, inter-token gap runs) are at
+// most one per token, and far fewer when batches are large.
+constexpr double kServingBytesPerToken = 4;
 constexpr double kBaseBytes = 64.0 * (1 << 20);
 constexpr double kAnnounceSeconds = 10;
 // SimGrid's default contexts/stack-size (8 MiB) and its guard page: mapped whole per actor.
@@ -96,7 +99,7 @@ WorkEstimate estimate_serving(const std::vector<Request>& requests) {
   WorkEstimate e;
   e.units = decode_steps + n;
   e.seconds = e.units * kServingSecondsPerUnit;
-  e.bytes = kBaseBytes + n * kServingBytesPerRequest;
+  e.bytes = kBaseBytes + n * kServingBytesPerRequest + decode_steps * kServingBytesPerToken;
   e.what = "a serving run of " + scientific(n) + " requests and " + scientific(decode_steps) + " output tokens";
   return e;
 }

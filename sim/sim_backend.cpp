@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <sstream>
 
 #include "models/analytic/memory_report.h"
@@ -29,24 +30,27 @@ class SimBackend final : public Backend {
     add_serving_memory(r.metrics, r.notes, s, memory);
     r.fits = memory.fits;
     if (!memory.fits) return r;  // nothing to serve: the memory result says why
-    const ServingRun run = sim::simulate_serving(s);
-    add_serving_results(r.metrics, r.notes, s, run);
-    r.metrics["simulated"] = {{"replicas", s.inference->serving.replicas}, {"iterations", run.iterations},
-                              {"requests", static_cast<std::int64_t>(run.requests.size())},
+    // Shared by the files' writers, which run only if a run directory is written.
+    const auto run = std::make_shared<const ServingRun>(sim::simulate_serving(s));
+    add_serving_results(r.metrics, r.notes, s, *run);
+    r.metrics["simulated"] = {{"replicas", s.inference->serving.replicas}, {"iterations", run->iterations},
+                              {"requests", static_cast<std::int64_t>(run->requests.size())},
                               {"plan_hash", serving_plan_hash(s, generate_requests(*s.inference, s.seed),
                                                               memory.capacity_blocks, memory.block_bytes.as_double())}};
-    r.files["requests.csv"] = requests_csv(run);
-    std::ostringstream kv;
-    kv << "time_s,replica,kv_utilization,host_swap_out_bytes,host_swap_in_bytes,prefix_to_host_bytes,"
-          "prefix_from_host_bytes,prefix_from_nvme_bytes,prefix_to_nvme_bytes,host_tier_bytes,nvme_tier_bytes\n";
-    kv.precision(9);
-    for (const auto& k : run.kv_timeline) {
-      kv << k.time_s << ",0," << k.utilization << "," << k.swap_out_bytes << "," << k.swap_in_bytes << ","
-         << k.prefix_to_host_bytes << "," << k.prefix_from_host_bytes << "," << k.prefix_from_nvme_bytes << ","
-         << k.prefix_to_nvme_bytes << "," << k.host_tier_bytes << "," << k.nvme_tier_bytes << "\n";
-    }
-    r.files["kv_timeline.csv"] = kv.str();
-    r.files["trace.json"] = serving_trace(run);
+    r.files["requests.csv"] = [run] { return requests_csv(*run); };
+    r.files["kv_timeline.csv"] = [run] {
+      std::ostringstream kv;
+      kv << "time_s,replica,kv_utilization,host_swap_out_bytes,host_swap_in_bytes,prefix_to_host_bytes,"
+            "prefix_from_host_bytes,prefix_from_nvme_bytes,prefix_to_nvme_bytes,host_tier_bytes,nvme_tier_bytes\n";
+      kv.precision(9);
+      for (const auto& k : run->kv_timeline) {
+        kv << k.time_s << ",0," << k.utilization << "," << k.swap_out_bytes << "," << k.swap_in_bytes << ","
+           << k.prefix_to_host_bytes << "," << k.prefix_from_host_bytes << "," << k.prefix_from_nvme_bytes << ","
+           << k.prefix_to_nvme_bytes << "," << k.host_tier_bytes << "," << k.nvme_tier_bytes << "\n";
+      }
+      return kv.str();
+    };
+    r.files["trace.json"] = [run] { return serving_trace(*run); };
     return r;
   }
 
@@ -59,7 +63,7 @@ class SimBackend final : public Backend {
   RunResult run(const Scenario& s) override {
     if (!s.training) return run_serving(s);
     const Plan plan = build_training_plan(s);
-    const sim::StepSimulation step = sim::simulate_step(s, plan);
+    sim::StepSimulation step = sim::simulate_step(s, plan);
     RunResult r;
     r.backend = name();
     r.metrics["model"] = model_report(s);
@@ -125,8 +129,9 @@ class SimBackend final : public Backend {
       r.notes.push_back("fidelity fast simulated every rank: it keeps two nodes of each pipeline stage, and here the "
                         "stages do not own whole nodes or span fewer than three");
     }
-    r.files["trace.json"] = perfetto_step_trace(step.events, step.memory_timeline);
-    r.files["timeline.csv"] = memory_timeline_csv(step.memory_timeline);
+    const auto traced = std::make_shared<const sim::StepSimulation>(std::move(step));
+    r.files["trace.json"] = [traced] { return perfetto_step_trace(traced->events, traced->memory_timeline); };
+    r.files["timeline.csv"] = [traced] { return memory_timeline_csv(traced->memory_timeline); };
     return r;
   }
 };

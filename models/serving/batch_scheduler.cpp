@@ -50,8 +50,7 @@ std::string serving_plan_hash(const Scenario& s, const std::vector<Request>& req
 BatchScheduler::BatchScheduler(int replica, const Scenario& s, const KvCompressor& kv, ServingRun& out,
                                std::int64_t capacity_blocks, double block_bytes, int virtual_engine,
                                int virtual_engines)
-    : index_(replica), virtual_engine_(virtual_engine), s_(s), kv_(kv), out_(out), capacity_(capacity_blocks), block_bytes_(block_bytes),
-      last_token_(out.requests.size(), 0.0) {
+    : index_(replica), virtual_engine_(virtual_engine), s_(s), kv_(kv), out_(out), capacity_(capacity_blocks), block_bytes_(block_bytes) {
   share_prefixes_ = s.inference->serving.prefix_caching && shares_prefix_blocks(s.inference->kv_cache.compression.method);
   // A replica's share of each node's tiers is its GPUs' share; a block of the replica is a block on
   // each of its GPUs (block_bytes is one GPU's), all of which land in the tier. So a tier holds
@@ -69,6 +68,8 @@ void BatchScheduler::enqueue(std::size_t record, int prompt) {
   Sequence q;
   q.record = record;
   q.prompt = prompt;
+  q.original_prompt = out_.requests[record].prompt_tokens;
+  q.output_tokens = out_.requests[record].output_tokens;
   waiting_.push_back(q);
 }
 
@@ -199,7 +200,9 @@ void BatchScheduler::complete(const ScheduledIteration& it, double started, doub
   if (out_.iteration_log.size() < ServingRun::kMaxLoggedIterations) {
     out_.iteration_log.push_back({index_, started, now, it.load.decode_sequences, it.load.prefill_tokens});
   }
-  for (Sequence* q : it.decoding) token(*q, now);
+  // Only a sequence that produced a token this iteration can have finished.
+  bool any_done = false;
+  for (Sequence* q : it.decoding) any_done |= token(*q, now);
   for (std::size_t i = 0; i < it.prefilling.size(); ++i) {
     Sequence& q = *it.prefilling[i];
     q.prefilled += it.chunks[i];
@@ -208,9 +211,9 @@ void BatchScheduler::complete(const ScheduledIteration& it, double started, doub
       if (p != prefixes_.end() && !p->second.ready && q.prefilled >= p->second.blocks * s_.inference->serving.block_size)
         p->second.ready = true;
     }
-    if (q.prefilled == q.prompt && q.generated == 0) token(q, now);  // the first token ends the prefill
+    if (q.prefilled == q.prompt && q.generated == 0) any_done |= token(q, now);  // the first token ends the prefill
   }
-  finish_done(now);
+  if (any_done) finish_done(now);
   if (index_ == 0 && virtual_engine_ == 0) {
     out_.kv_timeline.push_back({now, static_cast<double>(used_blocks()) / capacity_, swapped_out_bytes_, swapped_in_bytes_,
                                 out_.prefix_offload_bytes, out_.prefix_fetch_host_bytes, out_.prefix_fetch_nvme_bytes,
@@ -222,9 +225,13 @@ void BatchScheduler::complete(const ScheduledIteration& it, double started, doub
 std::int64_t BatchScheduler::blocks_for(const Sequence& q, int prefilled, int generated) const {
   // Prefill holds what the method needs while prefilling (the whole prompt for methods that
   // select afterwards); decoding holds the compressed footprint.
-  double bytes = kv_.prefill_bytes(prefilled);
-  if (prefilled >= q.prompt) bytes = std::max(bytes, kv_.sequence_bytes(q.prompt, generated));
-  if (prefilled >= q.prompt && generated > 0) bytes = kv_.sequence_bytes(q.prompt, generated);
+  double bytes = 0;
+  if (prefilled >= q.prompt && generated > 0) {
+    bytes = kv_.sequence_bytes(q.prompt, generated);
+  } else {
+    bytes = kv_.prefill_bytes(prefilled);
+    if (prefilled >= q.prompt) bytes = std::max(bytes, kv_.sequence_bytes(q.prompt, generated));
+  }
   return static_cast<std::int64_t>(std::ceil(bytes / block_bytes_));
 }
 
@@ -281,24 +288,28 @@ void BatchScheduler::preempt_newest(ScheduledIteration& it) {
   waiting_.push_front(q);
 }
 
-void BatchScheduler::token(Sequence& q, double now) {
-  RequestRecord& r = out_.requests[q.record];
-  if (r.first_token_s < 0) {
-    r.first_token_s = now;
+bool BatchScheduler::done(const Sequence& q) {
+  const int total_generated = q.generated + (q.prompt - q.original_prompt);  // tokens recomputed count as generated
+  return q.prefilled >= q.prompt && total_generated >= q.output_tokens;
+}
+
+bool BatchScheduler::token(Sequence& q, double now) {
+  if (!q.produced) {
+    out_.requests[q.record].first_token_s = now;
+    q.produced = true;
   } else {
-    out_.inter_token_s.push_back(static_cast<float>(now - last_token_[q.record]));
+    out_.inter_token_s.add(static_cast<float>(now - q.last_token_s));
   }
-  last_token_[q.record] = now;
+  q.last_token_s = now;
   ++q.generated;
+  return done(q);
 }
 
 void BatchScheduler::finish_done(double now) {
   for (std::size_t i = 0; i < running_.size();) {
     Sequence& q = running_[i];
-    RequestRecord& r = out_.requests[q.record];
-    const int total_generated = q.generated + (q.prompt - r.prompt_tokens);  // tokens recomputed count as generated
-    if (q.prefilled >= q.prompt && total_generated >= r.output_tokens) {
-      r.finish_s = now;
+    if (done(q)) {
+      out_.requests[q.record].finish_s = now;
       used_ -= q.blocks;
       release_prefix(q);
       const std::size_t record = q.record;

@@ -45,6 +45,11 @@ struct Sequence {
   std::int64_t blocks = 0;  ///< KV blocks of its own
   std::int64_t shared = 0;  ///< blocks of a cached shared prefix it reads (counted once, in the cache)
   bool swapped = false;
+  /// Its request's output tokens and how many prompt tokens it had (copied at enqueue: the
+  /// scheduler checks them every iteration, and a million requests' records are not in cache).
+  int output_tokens = 0, original_prompt = 0;
+  bool produced = false;    ///< has produced its first token
+  double last_token_s = 0;  ///< when it produced its latest token
 };
 
 /// Cached-prefix KV moved between tiers around one iteration (bytes per GPU of the replica: each
@@ -133,7 +138,9 @@ class BatchScheduler {
   /// The prefix of `group` from a lower tier, if one holds it (it leaves the tier).
   std::optional<StoredPrefix> fetch_prefix(int group);
   void preempt_newest(ScheduledIteration& it);
-  void token(Sequence& q, double now);
+  /// Records q's next token; whether q has now produced all it will.
+  bool token(Sequence& q, double now);
+  [[nodiscard]] static bool done(const Sequence& q);
   void finish_done(double now);
 
   int index_;
@@ -149,7 +156,6 @@ class BatchScheduler {
   double block_bytes_;
   std::deque<Sequence> waiting_;
   std::deque<Sequence> running_;
-  std::vector<double> last_token_;  // by request record
 
   // The prefix cache: per group, its shared blocks, how many sequences read them, whether their
   // KV is computed yet (its first sequence prefilled past them), and when last used (for LRU).

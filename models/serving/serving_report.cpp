@@ -12,18 +12,45 @@
 namespace memtwin {
 namespace {
 
-nlohmann::ordered_json summary(std::vector<double> values) {
+// Mean and nearest-rank percentiles. Each percentile is selected (nth_element, linear) rather than
+// the whole vector sorted: a million-request run has tens of millions of inter-token gaps. The
+// ranks are taken in increasing order, each selection within what lies above the previous one.
+template <class T>
+nlohmann::ordered_json summary(std::vector<T> values) {
   nlohmann::ordered_json out;
   if (values.empty()) return nullptr;
-  std::sort(values.begin(), values.end());
-  auto pct = [&](double p) {  // nearest rank
-    const std::size_t rank = static_cast<std::size_t>(std::ceil(p / 100.0 * values.size()));
-    return values[std::min(values.size() - 1, rank == 0 ? 0 : rank - 1)];
-  };
-  out["mean"] = std::accumulate(values.begin(), values.end(), 0.0) / values.size();
-  out["p50"] = pct(50);
-  out["p90"] = pct(90);
-  out["p99"] = pct(99);
+  double sum = 0;
+  for (T v : values) sum += v;
+  out["mean"] = sum / static_cast<double>(values.size());
+  auto from = values.begin();
+  for (const auto& [name, p] : {std::pair{"p50", 50.0}, {"p90", 90.0}, {"p99", 99.0}}) {
+    const auto rank = static_cast<std::size_t>(std::ceil(p / 100.0 * static_cast<double>(values.size())));
+    const auto at = values.begin() + static_cast<std::ptrdiff_t>(std::min(values.size() - 1, rank == 0 ? 0 : rank - 1));
+    std::nth_element(from, at, values.end());
+    out[name] = static_cast<double>(*at);
+    from = at;
+  }
+  return out;
+}
+
+// The same over samples held as runs of equal values: their percentiles walk the runs in value
+// order, their mean sums each run's value x count.
+nlohmann::ordered_json summary(const ValueRuns& samples) {
+  if (samples.empty()) return nullptr;
+  std::vector<std::pair<float, std::uint32_t>> runs = samples.runs();
+  std::sort(runs.begin(), runs.end());
+  nlohmann::ordered_json out;
+  double sum = 0;
+  for (const auto& [v, n] : runs) sum += static_cast<double>(v) * n;
+  const auto total = static_cast<double>(samples.size());
+  out["mean"] = sum / total;
+  std::size_t i = 0;
+  std::uint64_t below = 0;  // samples in the runs before i
+  for (const auto& [name, p] : {std::pair{"p50", 50.0}, {"p90", 90.0}, {"p99", 99.0}}) {
+    const auto rank = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(std::ceil(p / 100.0 * total)));
+    while (below + runs[i].second < rank) below += runs[i++].second;
+    out[name] = static_cast<double>(runs[i].first);
+  }
   return out;
 }
 
@@ -70,7 +97,7 @@ void add_serving_results(nlohmann::ordered_json& metrics, std::vector<std::strin
   }
   const double duration = run.makespan_s > 0 ? run.makespan_s : 1;
   metrics["latency_s"] = {{"ttft", summary(ttft)}, {"tpot", summary(tpot)},
-                          {"itl", summary(std::vector<double>(run.inter_token_s.begin(), run.inter_token_s.end()))},
+                          {"itl", summary(run.inter_token_s)},
                           {"e2e", summary(e2e)}};
   metrics["throughput"] = {{"requests_per_s", completed / duration}, {"output_tokens_per_s", output_tokens / duration}};
   metrics["goodput"] = {{"requests_per_s", good / duration}, {"fraction_meeting_slo", completed ? double(good) / completed : 0.0}};

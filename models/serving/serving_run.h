@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "models/serving/iteration_ops.h"
+#include "models/serving/value_runs.h"
 
 namespace memtwin {
 
@@ -21,7 +22,7 @@ struct RequestRecord {
 
 struct ServingRun {
   std::vector<RequestRecord> requests;  ///< in id order
-  std::vector<float> inter_token_s;     ///< every gap between consecutive output tokens (float: millions of them)
+  ValueRuns inter_token_s;              ///< every gap between consecutive output tokens (tens of millions: as runs)
   double makespan_s = 0;
   double last_arrival_s = 0;
   std::int64_t peak_blocks_used = 0;
