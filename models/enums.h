@@ -124,7 +124,7 @@ enum class LengthDist { fixed, uniform, normal, lognormal, empirical };
 inline constexpr EnumNames<LengthDist, 5> kLengthDistNames{
     {"fixed", "uniform", "normal", "lognormal", "empirical"}};
 
-enum class Fidelity { full, fast };
-inline constexpr EnumNames<Fidelity, 2> kFidelityNames{{"full", "fast"}};
+enum class Fidelity { full, fast, automatic };
+inline constexpr EnumNames<Fidelity, 3> kFidelityNames{{"full", "fast", "auto"}};
 
 }  // namespace memtwin

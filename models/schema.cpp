@@ -17,8 +17,10 @@ void declare_top(Table& t) {
   t.add("name", K::text, none, "scenario name, used in outputs (required)");
   t.add("description", K::text, "", "free text");
   t.add("seed", K::integer, "1", "every random draw derives from it").at_least(0);
-  t.add("simulation.fidelity", K::choice, "full",
-        "full: simulate every rank; fast: simulate one rank per identical group")
+  t.add("simulation.fidelity", K::choice, "auto",
+        "full: simulate every rank; fast: two nodes of each pipeline stage stand for all of them; auto: fast where it "
+        "gives what full gives (every communicator inside one node or over all of its stage's nodes), else full; "
+        "the result says which ran and why")
       .choices(names(kFidelityNames));
   t.add("simulation.time_limit", K::duration, "10min",
         "refuse a simulation estimated to take longer on the reference machine (the estimate is printed)")

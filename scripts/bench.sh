@@ -21,7 +21,7 @@ d = json.load(open("/tmp/memtwin-bench.json"))
 label, wall = sys.argv[1], float(sys.argv[3]) - float(sys.argv[2])
 if "time" in d:
     s = d["simulated"]
-    detail = (f"simulated {s['simulated_ranks']} of {s['ranks']} ranks, {s['flows']} flows; "
+    detail = (f"simulated {s['simulated_ranks']} of {s['ranks']} ranks ({s['fidelity']}), {s['flows']} flows; "
               f"step {d['time']['step_s']:.3f} s, MFU {d['time']['mfu']:.3f}")
 else:
     detail = (f"{d['requests']['completed']} completed, {d['throughput']['requests_per_s']:.1f} requests/s, "
@@ -34,7 +34,8 @@ echo "== analytic memory model"
 "$build/tools/bench_memory" "$root" 10000
 echo "== SimGrid training step, Llama-2-70B ZeRO-3"
 train=benchmarks/llama2-70b-zero3-1024xh100.yaml
-timed "1,024 GPUs, fidelity full" "$train"
+timed "1,024 GPUs, default fidelity (auto)" "$train"
+timed "1,024 GPUs, fidelity full" "$train" --set simulation.fidelity=full
 timed "1,024 GPUs, fidelity fast" "$train" --set simulation.fidelity=fast
 timed "8,192 GPUs, fidelity fast" "$train" --set simulation.fidelity=fast --set cluster.nodes=1024 --set training.global_batch=8192
 echo "== SimGrid serving, Llama-3-8B on H100s, Poisson at about 77% of capacity (20 of about 26 requests/s per H100)"

@@ -120,11 +120,12 @@ class SimBackend final : public Backend {
     r.metrics["communication"]["bytes_per_gpu"]["total"] = total;
     r.metrics["simulated"] = {{"ranks", plan.ranks()},
                               {"simulated_ranks", step.simulated_ranks},
-                              {"fidelity", std::string(kFidelityNames.name(s.simulation.fidelity))},
+                              {"fidelity", std::string(kFidelityNames.name(step.fidelity))},
                               {"flows", step.flows},
                               {"activities", step.activities},
                               {"plan_hash", plan.hash_hex()},
                               {"plan", plan.description}};
+    if (!step.fidelity_reason.empty()) r.metrics["simulated"]["fidelity_reason"] = step.fidelity_reason;
     if (s.simulation.fidelity == Fidelity::fast && step.simulated_ranks == plan.ranks() && s.cluster.nodes > 2) {
       r.notes.push_back("fidelity fast simulated every rank: it keeps two nodes of each pipeline stage, and here the "
                         "stages do not own whole nodes or span fewer than three");

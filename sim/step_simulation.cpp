@@ -354,22 +354,69 @@ class Simulation {
   StepSimulation result_;
 };
 
-std::vector<int> simulated_nodes(const Scenario& scenario) {
+// Whether two nodes of each stage stand exactly for all of them: every data-parallel replica of a
+// stage runs the same program, and every communicator, within each stage it touches, lies in one
+// node or takes in all of the stage's nodes, so that the flows folded onto the kept nodes are the
+// flows every node sees. A hybrid-sharding group over some of a stage's nodes is not (its fast
+// step differs from the full one). Empty when they do; else the first communicator that does not.
+std::string asymmetric_communicator(const Scenario& scenario, const Plan& plan, int per_stage) {
+  const int gpus = scenario.cluster.gpus_per_node;
+  for (const auto& [role, groups] : plan.groups) {
+    for (const auto& group : groups) {
+      std::map<int, std::set<int>> nodes_by_stage;
+      for (int rank : group) nodes_by_stage[rank / gpus / per_stage].insert(rank / gpus);
+      for (const auto& [stage, nodes] : nodes_by_stage) {
+        const int n = static_cast<int>(nodes.size());
+        if (n != 1 && n != per_stage) {
+          return "a " + role + " communicator spans " + std::to_string(n) + " of a stage's " + std::to_string(per_stage) + " nodes";
+        }
+      }
+    }
+  }
+  return "";
+}
+
+struct NodeChoice {
+  std::vector<int> nodes;
+  Fidelity fidelity = Fidelity::full;
+  std::string reason;  // for simulation.fidelity: auto
+};
+
+NodeChoice simulated_nodes(const Scenario& scenario, const Plan& plan) {
   const Cluster& c = scenario.cluster;
   const int stages = scenario.training->parallelism.pipeline;
-  std::vector<int> all(static_cast<std::size_t>(c.nodes));
-  for (int n = 0; n < c.nodes; ++n) all[n] = n;
-  // Every data-parallel replica of a stage runs the same program; fast fidelity keeps two nodes of
-  // each stage (one could not carry inter-node traffic). Stages must own whole nodes.
-  if (scenario.simulation.fidelity != Fidelity::fast || c.nodes % stages != 0) return all;
+  NodeChoice choice;
+  for (int n = 0; n < c.nodes; ++n) choice.nodes.push_back(n);
+  const Fidelity asked = scenario.simulation.fidelity;
+  if (asked == Fidelity::full) return choice;
+  // Fast fidelity keeps two nodes of each stage (one could not carry inter-node traffic). Stages
+  // must own whole nodes.
+  const bool automatic = asked == Fidelity::automatic;
+  if (c.nodes % stages != 0) {
+    if (automatic) choice.reason = "auto: full, the pipeline stages do not own whole nodes";
+    return choice;
+  }
   const int per_stage = c.nodes / stages;
   const int kept = std::min(per_stage, 2);
-  if (kept == per_stage) return all;
-  std::vector<int> nodes;
-  for (int stage = 0; stage < stages; ++stage) {
-    for (int n = 0; n < kept; ++n) nodes.push_back(stage * per_stage + n);
+  if (kept == per_stage) {
+    if (automatic) choice.reason = "auto: full, every stage has at most two nodes (fast would simulate them all too)";
+    return choice;
   }
-  return nodes;
+  if (automatic) {
+    const std::string why_not = asymmetric_communicator(scenario, plan, per_stage);
+    if (!why_not.empty()) {
+      choice.reason = "auto: full, " + why_not + " (fast would fold it inexactly)";
+      return choice;
+    }
+    choice.reason = "auto: fast, every communicator lies in one node or spans all of its stage's nodes, where two "
+                    "nodes of each stage stand exactly for all of them";
+  }
+  choice.fidelity = Fidelity::fast;
+  choice.nodes.clear();
+  for (int stage = 0; stage < stages; ++stage) {
+    for (int n = 0; n < kept; ++n) choice.nodes.push_back(stage * per_stage + n);
+  }
+  return choice;
 }
 
 // The SimGrid actors a simulation of these nodes starts: one per (rank, stream). Counted before the
@@ -391,7 +438,8 @@ long actors_for(const Scenario& scenario, const Plan& plan, const std::vector<in
 }  // namespace
 
 StepSimulation simulate_step(const Scenario& scenario, const Plan& plan, int trace_ranks) {
-  const std::vector<int> nodes = simulated_nodes(scenario);
+  const NodeChoice choice = simulated_nodes(scenario, plan);
+  const std::vector<int>& nodes = choice.nodes;
   // Each actor's stack is a memory mapping of its own (and one more for its guard page): past the
   // kernel's limit SimGrid would abort, so say it first.
   const long actors = actors_for(scenario, plan, nodes);
@@ -411,7 +459,10 @@ StepSimulation simulate_step(const Scenario& scenario, const Plan& plan, int tra
   Simulation sim(scenario, plan, trace_ranks, nodes);
   sim.start_actors();
   engine->run();
-  return sim.result();
+  StepSimulation result = sim.result();
+  result.fidelity = choice.fidelity;
+  result.fidelity_reason = choice.reason;
+  return result;
 }
 
 }  // namespace memtwin::sim

@@ -42,6 +42,8 @@ struct StepSimulation {
   long flows = 0;
   long activities = 0;
   int simulated_ranks = 0;  ///< all ranks at full fidelity; two nodes per pipeline stage at fast fidelity
+  Fidelity fidelity = Fidelity::full;  ///< what ran (never automatic)
+  std::string fidelity_reason;         ///< why, when simulation.fidelity was auto
 };
 
 StepSimulation simulate_step(const Scenario& scenario, const Plan& plan, int trace_ranks = 8);

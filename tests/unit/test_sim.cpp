@@ -136,10 +136,15 @@ TEST_CASE("backends refuse what they cannot run, with exit code 2", "[unit]") {
 // Fast fidelity simulates `fast_ranks` of `ranks` and predicts the full cluster's step, memory
 // peak and traffic.
 void fast_matches_full(const std::string& file, int ranks, int fast_ranks) {
-  auto full = sim_run(file);
+  auto full = sim_run(file, {"simulation.fidelity=full"});
   auto fast = sim_run(file, {"simulation.fidelity=fast"});
   CHECK(full["simulated"]["simulated_ranks"] == ranks);
   CHECK(fast["simulated"]["simulated_ranks"] == fast_ranks);
+  // auto takes fast here, where it is exact, and says why.
+  auto automatic = sim_run(file);
+  CHECK(automatic["simulated"]["fidelity"] == "fast");
+  CHECK_THAT(automatic["simulated"]["fidelity_reason"].get<std::string>(), Catch::StartsWith("auto: fast"));
+  CHECK(automatic["time"]["step_s"] == fast["time"]["step_s"]);
   CHECK(fast["time"]["step_s"].get<double>() == Approx(full["time"]["step_s"].get<double>()).epsilon(1e-6));
   CHECK(fast["memory"]["gpu"]["peak_bytes"] == full["memory"]["gpu"]["peak_bytes"]);
   CHECK(fast["communication"]["bytes_per_gpu"]["total"] == full["communication"]["bytes_per_gpu"]["total"]);
@@ -164,6 +169,24 @@ model: llama-2-7b
 training: {micro_batch: 1, seq_len: 2048, global_batch: 24, parallelism: {tensor: 4, pipeline: 2}}
 )");
   fast_matches_full(file, 24, 16);
+}
+
+TEST_CASE("auto fidelity simulates every rank where two nodes of a stage would not stand for all", "[unit]") {
+  // Hybrid sharding over 2 of 6 nodes: its shard and replica groups span some of the stage's
+  // nodes, which fast fidelity folds inexactly, so auto runs every rank.
+  const std::string file = write_scenario("auto-hybrid", R"(
+name: sim-auto-hybrid
+cluster: {nodes: 6, gpus_per_node: 4, gpu: h100-sxm}
+model: llama-2-7b
+training: {micro_batch: 1, seq_len: 2048, global_batch: 48, sharding: {strategy: fsdp, mode: hybrid_shard, shard_group: 8}}
+)");
+  auto automatic = sim_run(file);
+  auto full = sim_run(file, {"simulation.fidelity=full"});
+  CHECK(automatic["simulated"]["fidelity"] == "full");
+  CHECK(automatic["simulated"]["simulated_ranks"] == 24);
+  CHECK_THAT(automatic["simulated"]["fidelity_reason"].get<std::string>(), Catch::Contains("of a stage's 6 nodes"));
+  CHECK(automatic["time"]["step_s"] == full["time"]["step_s"]);
+  CHECK_FALSE(full["simulated"].contains("fidelity_reason"));
 }
 
 TEST_CASE("ZeRO-3 at a fixed global batch: more GPUs, lower per-GPU throughput", "[unit]") {
