@@ -70,8 +70,9 @@ class VirtualEngine {
       const double began = sg4::Engine::get_clock();
       start_background(it->tier);
       transfer_before(*it);
-      run_stages(it->load);
-      out_.op_seconds += model_.compute_breakdown(it->load);
+      const IterationOpSeconds work = model_.compute_breakdown(it->load);
+      run_stages(it->load, work.total());
+      out_.op_seconds += work;
       scheduler_.complete(*it, began, sg4::Engine::get_clock());
     }
     ended_s_ = sg4::Engine::get_clock();
@@ -122,12 +123,12 @@ class VirtualEngine {
 
   // Each stage in turn (waiting while another engine's batch holds it): its share of the kernels,
   // then its share of tensor parallelism's all-reduces, then the hidden states to the next stage.
-  void run_stages(const IterationLoad& load) const {
+  void run_stages(const IterationLoad& load, double compute_seconds) const {
     const auto stages = static_cast<int>(placement_.stages.size());
     const double tokens = load.prefill_tokens + load.decode_sequences;
     for (int stage = 0; stage < stages; ++stage) {
       if (stages > 1) placement_.stage_locks[stage]->lock();
-      sg4::this_actor::sleep_for(model_.compute_seconds(load) / stages);
+      sg4::this_actor::sleep_for(compute_seconds / stages);
       tensor_parallel_all_reduces(load, placement_.stages[stage], stages);
       if (stages > 1) placement_.stage_locks[stage]->unlock();
       if (stage + 1 < stages) {
