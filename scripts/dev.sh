@@ -5,6 +5,7 @@
 #   scripts/dev.sh build                        install what is missing and build
 #   scripts/dev.sh sanitize [ctest args...]    the [unit] tests built with clang under ASan + UBSan (build-sanitize/)
 #   scripts/dev.sh fuzz SECONDS|--runs N         every reader's libFuzzer harness (scripts/fuzz.sh; build-sanitize/)
+#   scripts/dev.sh docs                         the documentation site with MkDocs (scripts/docs.sh; build/site/)
 # Runs on a fresh Debian 12 machine as root (or with sudo). Set MEMTWIN_BUILD_DIR to build elsewhere.
 set -euo pipefail
 
@@ -21,6 +22,8 @@ packages=(
 )
 # What `sanitize` and `fuzz` add: clang with its sanitizer and libFuzzer runtimes, and its OpenMP.
 sanitizer_packages=(clang libclang-rt-14-dev libomp-14-dev)
+# What `docs` adds: MkDocs.
+docs_packages=(mkdocs)
 
 install_missing() {
   local missing=()
@@ -80,8 +83,14 @@ case "$cmd" in
     build_sanitized --target fuzzers
     exec "$root/scripts/fuzz.sh" "$@"
     ;;
+  docs)
+    install_missing
+    install_missing "${docs_packages[@]}"
+    build_all
+    exec "$root/scripts/docs.sh" "$build/memtwin"
+    ;;
   *)
-    sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac
