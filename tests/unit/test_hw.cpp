@@ -5,10 +5,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "hw/caching_allocator.h"
@@ -35,18 +37,30 @@ RawMemory counted_malloc(std::int64_t& live) {
           [](void* p) { std::free(p); }};
 }
 
-// Records the order ops ran in and how many ran at once; compute ops take a little time.
+// Records the order ops ran in and how many ran at once; compute ops take a little time. Ops
+// named in `meet` wait inside for each other (up to 10 s): if the executor runs them concurrently
+// they are inside together whatever the machine's load, and if it serialised them the first would
+// time out alone, so that most_at_once says which it did without depending on timing.
 struct RecordingDevice final : DeviceKernels, Collectives {
   std::mutex mutex;
+  std::condition_variable arrived;
   std::vector<std::string> order;
+  std::set<std::string> meet;
+  int met = 0;
   std::atomic<int> running{0};
   int most_at_once = 0;
   void note(const Op& op) {
     const int now = ++running;
     {
-      std::lock_guard lock(mutex);
+      std::unique_lock lock(mutex);
       order.push_back(op.name);
       most_at_once = std::max(most_at_once, now);
+      if (meet.count(op.name)) {
+        ++met;
+        arrived.notify_all();
+        arrived.wait_for(lock, std::chrono::seconds(10), [&] { return met >= static_cast<int>(meet.size()); });
+        most_at_once = std::max(most_at_once, running.load());
+      }
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
     --running;
@@ -128,11 +142,13 @@ TEST_CASE("the plan executor runs streams concurrently, in dependency order, and
   std::int64_t from_device = 0;
   CachingAllocator allocator(16 << 20, counted_malloc(from_device));
   RecordingDevice device;
+  device.meet = {"gather", "independent"};
   {
     PlanExecutor executor(p, device, device, allocator);
     const StepExecution first = executor.run_step();
     REQUIRE_FALSE(first.oom);
     CHECK(device.most_at_once == 2);  // the gather overlapped the independent compute
+    device.meet.clear();  // later steps need not meet again
     const auto pos = [&](const std::string& n) { return std::find(device.order.begin(), device.order.end(), n) - device.order.begin(); };
     CHECK(pos("uses_gathered") > pos("gather"));
     CHECK(pos("uses_gathered") > pos("independent"));
