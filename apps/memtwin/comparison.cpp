@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <iterator>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -36,18 +35,6 @@ constexpr Compared kMetrics[] = {
     {"prefix_cache.hit_rate", ""},
 };
 
-// A serving run's compute by kind of work (models/serving/iteration_ops.h), where both sides have it.
-std::vector<Compared> op_time_metrics() {
-  static const std::vector<std::string> paths = [] {
-    std::vector<std::string> p;
-    for (const char* kind : kIterationOpNames) p.push_back(std::string("op_time_s.") + kind);
-    return p;
-  }();
-  std::vector<Compared> out;
-  for (const auto& p : paths) out.push_back({p.c_str(), "s"});
-  return out;
-}
-
 std::string shown(double v, const std::string& unit) {
   if (unit == "bytes") return human_bytes(Bytes(static_cast<std::int64_t>(std::llround(v))));
   if (unit == "s") return human_duration(Seconds(v));
@@ -74,15 +61,16 @@ void require_same_plan(const nlohmann::json& predicted, const nlohmann::json& me
 
 std::vector<ComparedMetric> compare_results(const nlohmann::json& predicted, const nlohmann::json& measured) {
   std::vector<ComparedMetric> rows;
-  std::vector<Compared> metrics(std::begin(kMetrics), std::end(kMetrics));
-  for (const auto& m : op_time_metrics()) metrics.push_back(m);
-  for (const auto& m : metrics) {
-    const auto p = number_at(predicted, m.metric), q = number_at(measured, m.metric);
-    if (!p || !q) continue;
-    ComparedMetric row{m.metric, m.unit, *p, *q, 0};
+  auto compare = [&](const std::string& metric, const char* unit) {
+    const auto p = number_at(predicted, metric), q = number_at(measured, metric);
+    if (!p || !q) return;
+    ComparedMetric row{metric, unit, *p, *q, 0};
     row.error_pct = *q != 0 ? (*p - *q) / *q * 100 : (*p == 0 ? 0 : INFINITY);
     rows.push_back(row);
-  }
+  };
+  for (const auto& m : kMetrics) compare(m.metric, m.unit);
+  // A serving run's compute by kind of work (models/serving/iteration_ops.h), where both sides have it.
+  for (const char* kind : kIterationOpNames) compare(std::string("op_time_s.") + kind, "s");
   return rows;
 }
 

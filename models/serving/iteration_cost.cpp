@@ -123,6 +123,23 @@ IterationModel::IterationModel(const Scenario& s) : s_(s) {
   if (write != s.cluster.kv_write_elements_per_s.end()) kv_write_elements_per_s_ = write->second;
 }
 
+double IterationModel::measured_weight_reads(double tokens, double sampled) const {
+  const Efficiency& eff = s_.cluster.efficiency;
+  if (!eff.gemm_memory_by_shape.empty() && !weight_gemms_.empty()) {
+    double seconds = other_weight_bytes_ / (hbm_ * eff.memory);
+    bool measured = true;
+    for (const PricedGemm& g : weight_gemms_) {
+      const double rows = std::max(1.0, g.head ? sampled : tokens * g.rows_per_token);
+      const double fraction = eff.gemm_memory_at(rows, g.inner, g.outputs);
+      measured = measured && fraction > 0;  // 0: beyond the measured rows
+      if (measured) seconds += g.bytes / (hbm_ * fraction);
+    }
+    if (measured) return seconds;
+  }
+  const double fraction = eff.gemm_memory_at(tokens);
+  return fraction > 0 ? weight_bytes_ / (hbm_ * fraction) : 0.0;
+}
+
 double IterationModel::compute_seconds(const IterationLoad& load) const { return compute_breakdown(load).total(); }
 
 IterationOpSeconds IterationModel::compute_breakdown(const IterationLoad& load) const {
@@ -144,22 +161,8 @@ IterationOpSeconds IterationModel::compute_breakdown(const IterationLoad& load) 
   double gemms = eff.gemm_overlap * std::max(arithmetic, weight_reads) + (1 - eff.gemm_overlap) * (arithmetic + weight_reads);
   // Where the GEMMs at this many rows were measured whole from memory, their measured rate: per
   // shape where measured so (the nearest measured shape's), else one rate for all the weights.
-  if (const double measured = eff.gemm_memory_at(tokens); measured > 0 || !eff.gemm_memory_by_shape.empty()) {
-    double reads = measured > 0 ? weight_bytes_ / (hbm_ * measured) : 0.0;
-    if (!eff.gemm_memory_by_shape.empty() && !weight_gemms_.empty()) {
-      double by_shape = other_weight_bytes_ / (hbm_ * eff.memory);
-      for (const PricedGemm& g : weight_gemms_) {
-        const double rows = std::max(1.0, g.head ? sampled : tokens * g.rows_per_token);
-        const double fraction = eff.gemm_memory_at(rows, g.inner, g.outputs);
-        if (fraction <= 0) {  // beyond the measured rows
-          by_shape = 0;
-          break;
-        }
-        by_shape += g.bytes / (hbm_ * fraction);
-      }
-      if (by_shape > 0) reads = by_shape;
-    }
-    if (reads > 0) gemms = std::max(reads, weight_dequant_ops_ / (fp32_flops_ * eff.gemm));
+  if (const double reads = measured_weight_reads(tokens, sampled); reads > 0) {
+    gemms = std::max(reads, weight_dequant_ops_ / (fp32_flops_ * eff.gemm));
   }
 
   const double kv_elements = load.decode_context * kv_elements_per_token_ / tp_;

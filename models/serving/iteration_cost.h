@@ -58,6 +58,10 @@ class IterationModel {
   [[nodiscard]] double decode_alone(int context) const;
 
  private:
+  /// Seconds the weight GEMMs take at this many rows (the head at `sampled`) where calibrated
+  /// whole from memory: per shape, else at one rate for all; 0 where not measured.
+  [[nodiscard]] double measured_weight_reads(double tokens, double sampled) const;
+
   Scenario s_;  // a copy: a model may outlive the scenario it was made from
   double weight_bytes_ = 0;       // per GPU
   struct PricedGemm {
