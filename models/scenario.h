@@ -79,6 +79,11 @@ struct Efficiency {
   /// (GPUs stream operands while computing); 0, their sum (a CPU core packs the weights, then
   /// computes). Serving iterations' GEMMs; `memtwin calibrate` measures it.
   double gemm_overlap = 1.0;
+  /// The fraction of the collective model's bandwidth a software stack's collectives reach (1:
+  /// what NCCL's tuning model, or a measured nccl-tests fit, gives). A stack fitted below it spends
+  /// the difference with its links idle (per-call and per-step overheads the model does not have),
+  /// so the shortfall is time, not traffic: CollectiveModel adds it to a collective's latency.
+  double collectives = 1.0;
   /// GEMM efficiency by the number of rows (tokens) multiplied, measured by `memtwin calibrate`:
   /// small batches reach less of the peak. Empty: `gemm` for every shape.
   std::map<int, double> gemm_by_rows;

@@ -96,6 +96,11 @@ void declare_cluster(Table& t) {
   t.add("cluster.efficiency.memory", K::number, "0.89",
         "achieved fraction of peak HBM bandwidth in memory-bound kernels (measured: device copy on an H200)")
       .at_least(kMinFraction).at_most(1);
+  t.add("cluster.efficiency.collectives", K::number, "1",
+        "achieved fraction of the collective model's bandwidth (NCCL's tuning model, or a measured nccl-tests "
+        "fit): 1 for a stack whose collectives run as NCCL's model says; an older stack's entry in "
+        "scenarios/presets/efficiency.yaml may be fitted below it")
+      .at_least(kMinFraction).at_most(1);
   t.add("cluster.efficiency.gemm_tile_rows", K::integer, "128",
         "output rows of one thread block's tile in a large GEMM (cuBLAS/CUTLASS 16-bit kernels on Ampere and Hopper)")
       .at_least(1);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 #include "models/comm/nccl_tuning.h"
@@ -73,6 +74,23 @@ const MeasuredCollective* CollectiveModel::measured_for(Collective kind, Collect
 }
 
 CollectiveCost CollectiveModel::cost(Collective kind, CollectiveGroup group, double bytes_total) const {
+  CollectiveCost out = library_cost(kind, group, bytes_total);
+  // A software stack that reaches only a fraction of that bandwidth (cluster.efficiency.collectives)
+  // takes transfer / fraction in all; the rest is time its links stand idle, so it is latency
+  // (the simulator sleeps it instead of putting more bytes on the links). Point-to-point sends
+  // are not collectives and keep the links' time.
+  const double reached = cluster_.efficiency.collectives;
+  const bool p2p = kind == Collective::p2p_forward || kind == Collective::p2p_backward;
+  if (reached < 1 && !p2p && out.transfer.value() > 0) {
+    out.latency = Seconds(out.latency.value() + out.transfer.value() * (1 / reached - 1));
+    char fraction[32];
+    std::snprintf(fraction, sizeof fraction, "%.3g", reached);
+    out.basis += std::string(" at ") + fraction + " of its bandwidth";
+  }
+  return out;
+}
+
+CollectiveCost CollectiveModel::library_cost(Collective kind, CollectiveGroup group, double bytes_total) const {
   CollectiveCost out;
   if (group.ranks < 2 || bytes_total <= 0) {
     out.basis = "none";

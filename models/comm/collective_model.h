@@ -53,7 +53,8 @@ class CollectiveModel {
 
   /// The time of one collective of `bytes_total` (nccl-tests' size: the gathered output, the
   /// reduce-scatter input, the all-reduce buffer, one member's all-to-all buffer) over `group`, alone
-  /// on idle links. p2p kinds: one transfer between two ranks.
+  /// on idle links, at `cluster.efficiency.collectives` of the bandwidth. p2p kinds: one transfer
+  /// between two ranks.
   [[nodiscard]] CollectiveCost cost(Collective kind, CollectiveGroup group, double bytes_total) const;
 
   /// The link bandwidths collectives can use (per direction): the platform builds its links with
@@ -62,6 +63,8 @@ class CollectiveModel {
   [[nodiscard]] BytesPerSec usable_nic_bandwidth() const;         ///< per NIC
 
  private:
+  /// cost() before the stack's collective efficiency: NCCL's model, a measurement or the ring.
+  [[nodiscard]] CollectiveCost library_cost(Collective kind, CollectiveGroup group, double bytes_total) const;
   [[nodiscard]] const MeasuredCollective* measured_for(Collective kind, CollectiveGroup group) const;
   [[nodiscard]] CollectiveCost ring_library(Collective kind, CollectiveGroup group, double bytes_total) const;
   [[nodiscard]] CollectiveCost all_to_all(CollectiveGroup group, double bytes_total) const;

@@ -199,6 +199,7 @@ Cluster build_cluster(const ParamValues& v) {
   c.efficiency.tile_rows = v.int32("cluster.efficiency.gemm_tile_rows");
   c.efficiency.tile_columns = v.int32("cluster.efficiency.gemm_tile_columns");
   c.efficiency.gemm_overlap = v.number("cluster.efficiency.gemm_overlap");
+  c.efficiency.collectives = v.number("cluster.efficiency.collectives");
   c.efficiency.gemm_memory =
       v.given("cluster.efficiency.gemm_memory") ? v.number("cluster.efficiency.gemm_memory") : c.efficiency.memory;
   for (const char* format : kKvKernelFormats) {

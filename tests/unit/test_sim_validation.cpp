@@ -43,18 +43,7 @@ void check_case(const std::string& label, const std::string& file, const std::ve
   check_error(label, file, sets, simulated_step(file, sets), published);
 }
 
-// Megatron-LM (Narayanan et al., SC'21) reports achieved TFLOP/s per GPU, counted with its eq. (3):
-// F = 96 B s l h^2 (1 + s/6h + V/16lh) per iteration (full recompute included); the published
-// iteration time is F / (GPUs x TFLOP/s).
-struct MegatronRow {
-  double batch, layers, hidden, gpus, tflops_per_gpu;
-  [[nodiscard]] double iteration_s() const {
-    const double s = 2048, vocab = 51200;
-    const double flops = 96 * batch * s * layers * hidden * hidden *
-                         (1 + s / (6 * hidden) + vocab / (16 * layers * hidden));
-    return flops / (gpus * tflops_per_gpu * 1e12);
-  }
-};
+using memtwin::test::MegatronRow;
 
 const std::vector<std::string> kFast = {"simulation.fidelity=fast"};
 
@@ -145,4 +134,18 @@ TEST_CASE("llm-foundry MPT benchmarks on 8 H100s: the fit set of the pytorch-202
   check_case("llm-foundry MPT-7B, 8 H100, seq 2048", "scenarios/validation/mpt-7b-seq2k-h100.yaml", {}, 48 * 2048 / 85144.0);
   check_case("llm-foundry MPT-7B, 8 H100, seq 8192, full recompute", "scenarios/validation/mpt-7b-seq8k-h100.yaml", {},
              128 * 8192 / 55481.0);
+}
+
+// Narayanan et al. Table 2, ZeRO-3 without model parallelism (DeepSpeed inside Megatron-LM, early
+// 2021): its 530B rows are the fit set of the deepspeed-2021-ampere efficiencies (their sharded
+// collectives' share of the bandwidth NCCL's model gives), which its 175B rows test
+// (test_held_out_validation.cpp).
+TEST_CASE("Megatron-LM Table 2: the 530B GPT under ZeRO-3 on 640-2,240 A100s, fit set of deepspeed-2021-ampere",
+          "[validation]") {
+  const std::string file = "scenarios/validation/megatron-zero3-530b-a100.yaml";
+  check_case("Megatron ZeRO-3 530B / 640 GPUs", file, {}, MegatronRow{2560, 105, 20480, 640, 138}.iteration_s());
+  const std::vector<std::string> at1120 = {"cluster.nodes=140", "training.global_batch=2240", "training.micro_batch=2"};
+  check_case("Megatron ZeRO-3 530B / 1120 GPUs", file, at1120, MegatronRow{2240, 105, 20480, 1120, 98}.iteration_s());
+  const std::vector<std::string> at2240 = {"cluster.nodes=280", "training.global_batch=2240", "training.micro_batch=1"};
+  check_case("Megatron ZeRO-3 530B / 2240 GPUs", file, at2240, MegatronRow{2240, 105, 20480, 2240, 48}.iteration_s());
 }

@@ -16,6 +16,19 @@
 
 namespace memtwin::test {
 
+// Megatron-LM (Narayanan et al., SC'21) reports achieved TFLOP/s per GPU, counted with its eq. (3):
+// F = 96 B s l h^2 (1 + s/6h + V/16lh) per iteration (full recompute included; sequence 2048,
+// vocabulary 51200 in every row); the published iteration time is F / (GPUs x TFLOP/s).
+struct MegatronRow {
+  double batch, layers, hidden, gpus, tflops_per_gpu;
+  [[nodiscard]] double iteration_s() const {
+    const double s = 2048, vocab = 51200;
+    const double flops = 96 * batch * s * layers * hidden * hidden *
+                         (1 + s / (6 * hidden) + vocab / (16 * layers * hidden));
+    return flops / (gpus * tflops_per_gpu * 1e12);
+  }
+};
+
 inline void check_residual(const std::string& label, const std::string& set, const std::string& file,
                            const std::vector<std::string>& sets, double error) {
   INFO(label << ": refresh its entry in scenarios/presets/validated-errors.yaml (error " << error << ")");
