@@ -94,6 +94,10 @@ std::string calibration_yaml(const hw::DeviceCalibration& c, const std::string& 
   }
   y << "  kv_write:   # new tokens' K and V elements quantised and written into the paged cache per second\n";
   for (const auto& d : c.kv_write) y << "    " << d.what << ": " << number("%.4g", d.rate) << "\n";
+  if (c.prompt_scoring_pairs_per_s > 0) {
+    y << "  prompt_scoring: " << number("%.4g", c.prompt_scoring_pairs_per_s)
+      << "   # H2O's prompt scores: causal query-key pairs x query heads per second, one layer\n";
+  }
   y << "runtime:\n"
     << "  cuda_context: " << format_bytes(Bytes(c.runtime_bytes)) << "   # " << c.runtime_method << "\n";
   if (c.host_device) {

@@ -15,6 +15,7 @@
 #include <cblas.h>
 
 #include "hw/host/host_kernels.h"
+#include "hw/host/host_serving_kernels.h"
 #include "kernels/kivi_paged.h"
 #include "kernels/kv_kernels.h"
 #include "hw/host/mpi_collectives.h"
@@ -165,6 +166,34 @@ void measure_kivi_append(DeviceCalibration& c, const std::string& name, kernels:
       min_seconds / 2);
   const double written = 2.0 * seqs * shape.group * static_cast<double>(row);
   c.kv_write.push_back({name, written, w, written / w});
+}
+
+// H2O's prompt scoring as the serving engine runs it: a 256-token prompt in one chunk against an
+// fp16 paged cache of 8 KV heads of 64 channels, 8 query heads (QK^T, the causal softmax, the sums
+// into the paged scores). The rate counts causal pairs as the iteration model does (chunk^2 / 2).
+void measure_prompt_scoring(DeviceCalibration& c, double min_seconds) {
+  constexpr int prompt = 256, heads = 8, head_dim = 64;
+  kernels::PagedShape shape;
+  shape.block_size = 16;
+  shape.kv_heads = heads;
+  shape.format = {kernels::KvElement::fp16, head_dim, 32};
+  shape.num_blocks = prompt / shape.block_size;
+  std::vector<std::uint8_t> k(shape.bytes(), 0);
+  std::vector<std::int32_t> table(static_cast<std::size_t>(shape.num_blocks));
+  for (int b = 0; b < shape.num_blocks; ++b) table[static_cast<std::size_t>(b)] = b;
+  std::vector<float> queries(static_cast<std::size_t>(prompt) * heads * head_dim);
+  for (std::size_t i = 0; i < queries.size(); ++i) queries[i] = 0.01f * static_cast<float>(i % 89);
+  std::vector<float> score_data(static_cast<std::size_t>(shape.num_blocks) * shape.block_size * heads, 0.0f);
+  const kernels::PagedScores scores{score_data.data(), shape.block_size, heads};
+  HostServingKernels device;
+  const double s = seconds_per_call(
+      [&] {
+        device.score_prompt(queries.data(), heads * head_dim, prompt, 0, heads, shape, k.data(), table.data(), scores,
+                            table.data());
+      },
+      min_seconds / 2);
+  if (!std::isfinite(score_data[0])) ++c.wrong_results;
+  c.prompt_scoring_pairs_per_s = static_cast<double>(prompt) * prompt / 2 * heads / s;
 }
 
 void calibrate_kivi(DeviceCalibration& c, double min_seconds) {
@@ -347,6 +376,7 @@ DeviceCalibration calibrate_host(double min_seconds) {
   }
 
   calibrate_kivi(c, min_seconds);
+  measure_prompt_scoring(c, min_seconds);
 
   // Memory: 256 MiB through the streaming buffers, well past the caches' reuse.
   const double moved = 256.0 * (1 << 20);

@@ -208,6 +208,7 @@ Cluster build_cluster(const ParamValues& v) {
     const std::string write = std::string("cluster.kernels.kv_write.") + format;
     if (v.given(write)) c.kv_write_elements_per_s[format] = v.number(write);
   }
+  if (v.given("cluster.kernels.prompt_scoring")) c.prompt_scoring_pairs_per_s = v.number("cluster.kernels.prompt_scoring");
   c.collectives = build_collective_settings(v, c);
   if (v.given("cluster.calibration")) {
     c.calibration = v.text("cluster.calibration");

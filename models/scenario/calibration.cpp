@@ -123,6 +123,7 @@ void apply_calibration(const std::string& path, const ParamValues& scenario, Clu
       {"runtime.framework_overhead", {"cluster.runtime.framework_overhead", bytes(c.runtime.framework_overhead)}},
       {"runtime.cuda_graph_pool", {"cluster.runtime.cuda_graph_pool", bytes(c.runtime.cuda_graph_pool)}},
       {"runtime.allocator_waste", {"cluster.runtime.allocator_waste", number(c.runtime.allocator_waste)}},
+      {"kernels.prompt_scoring", {"cluster.kernels.prompt_scoring", number(c.prompt_scoring_pairs_per_s)}},
       {"runtime.eager_layer_overhead",
        {"cluster.runtime.eager_layer_overhead", measured(parse_duration, c.runtime.eager_layer_overhead)}},
       {"host.pcie_bandwidth", {"cluster.host.pcie_bandwidth", bandwidth(c.host.pcie_bandwidth)}},

@@ -96,6 +96,7 @@ IterationModel::IterationModel(const Scenario& s) : s_(s) {
     // The prompt's heavy hitters are its attention's column sums: QK^T once more (flash attention
     // does not return probabilities), half of the prefill attention's FLOPs.
     h2o_prefill_score_factor_ = 0.5;
+    prompt_scoring_pairs_per_s_ = s.cluster.prompt_scoring_pairs_per_s;
   }
   // An eager engine (no CUDA graphs) makes the GPU wait for the host's dispatch of every layer.
   eager_seconds_ = inf.serving.cuda_graphs ? 0.0 : s.model.layers * s.cluster.runtime.eager_layer_overhead.value();
@@ -185,8 +186,12 @@ IterationOpSeconds IterationModel::compute_breakdown(const IterationLoad& load) 
   }
   const double prefill_math = 4 * attention_width_ * load.prefill_attention / tp_ / (peak_flops_ * eff.attention);
   const double prefill_attention = std::max(prefill_math, load.prefill_tokens * token_bytes_full_ / tp_ / (hbm_ * eff.memory));
-  // H2O scores the prompt once more for its heavy hitters: part of its selection.
-  double selection = h2o_prefill_score_factor_ * prefill_math;
+  // H2O scores the prompt once more for its heavy hitters: part of its selection. A measured
+  // scoring kernel (memtwin calibrate) prices its pairs; else half the prefill attention's roofline.
+  double selection = h2o_prefill_score_factor_ > 0 && prompt_scoring_pairs_per_s_ > 0
+                         ? static_cast<double>(s_.model.layers) * s_.model.heads * load.prefill_attention / tp_ /
+                               prompt_scoring_pairs_per_s_
+                         : h2o_prefill_score_factor_ * prefill_math;
   if (selects_after_prefill_ && load.completed_prompt_tokens > 0) {
     // The window's queries against every prompt key (QK^T), then the kept K and V compacted: the
     // keys read once, the kept bytes read and written.

@@ -94,6 +94,7 @@ class IterationModel {
   std::map<double, double> decode_kernel_by_bytes_;  // measured by working set (preferred)
   std::map<double, double> residual_kernel_by_bytes_;  // KIVI: the same kernel over its fp16 residual
   double kv_write_elements_per_s_ = 0;       // measured paged-cache writes, 0: roofline
+  double prompt_scoring_pairs_per_s_ = 0;    // measured H2O prompt scoring, 0: roofline
 };
 
 /// The name of the KV format a decode-attention kernel reads ("fp16", "int4", ...) for
