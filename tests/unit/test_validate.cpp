@@ -276,7 +276,13 @@ TEST_CASE("the host engine runs H2O, SnapKV and PyramidKV: prompts selected per 
   const auto& ops = full["op_time_s"];
   CHECK(ops["kv_selection"] == 0.0);
   CHECK(ops["score_upkeep"] == 0.0);
+#ifndef MEMTWIN_SANITIZED
+  // Timed, uninstrumented: OpenBLAS's GEMMs outweigh this short context's attention. Under the
+  // sanitizers the project's own attention kernel is instrumented and OpenBLAS is not (2.9 s
+  // against 2.2 s on an AMD EPYC VM), so there only their presence is checked.
   CHECK(ops["weight_gemm"].get<double>() > ops["decode_attention"].get<double>());
+#endif
+  CHECK(ops["weight_gemm"].get<double>() > 0);
   CHECK(ops["decode_attention"].get<double>() > 0);
   CHECK(ops["host"].get<double>() > 0);
   // The pool H2O allocates holds its fp32 scores (one per token, KV head and layer) beside K and V,
