@@ -188,9 +188,8 @@ IterationOpSeconds IterationModel::compute_breakdown(const IterationLoad& load) 
   const double prefill_attention = std::max(prefill_math, load.prefill_tokens * token_bytes_full_ / tp_ / (hbm_ * eff.memory));
   // H2O scores the prompt once more for its heavy hitters: part of its selection. A measured
   // scoring kernel (memtwin calibrate) prices its pairs; else half the prefill attention's roofline.
-  double selection = h2o_prefill_score_factor_ > 0 && prompt_scoring_pairs_per_s_ > 0
-                         ? static_cast<double>(s_.model.layers) * s_.model.heads * load.prefill_attention / tp_ /
-                               prompt_scoring_pairs_per_s_
+  double selection = prompt_scoring_pairs_per_s_ > 0  // set for H2O only
+                         ? static_cast<double>(s_.model.layers) * s_.model.heads * load.prefill_attention / tp_ / prompt_scoring_pairs_per_s_
                          : h2o_prefill_score_factor_ * prefill_math;
   if (selects_after_prefill_ && load.completed_prompt_tokens > 0) {
     // The window's queries against every prompt key (QK^T), then the kept K and V compacted: the

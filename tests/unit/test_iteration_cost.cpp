@@ -195,15 +195,14 @@ TEST_CASE("an iteration's time is the sum of its kinds of work, each where its m
   CHECK(h2o[IterationOp::score_upkeep] > 0);
   // A measured scoring kernel (memtwin calibrate's kernels.prompt_scoring) prices the prompt's
   // causal pairs, every layer's query heads.
-  const IterationModel measured(scenario({"inference.kv_cache.compression={method: h2o, heavy_ratio: 0.2, recent_ratio: 0.1}",
-                                          "cluster.kernels.prompt_scoring=1e8"}));
+  const std::string h2o_method = "inference.kv_cache.compression={method: h2o, heavy_ratio: 0.2, recent_ratio: 0.1}";
+  const IterationModel measured(scenario({h2o_method, "cluster.kernels.prompt_scoring=1e8"}));
   CHECK(measured.compute_breakdown(load)[IterationOp::kv_selection] ==
         Approx(kLayers * kHeads * load.prefill_attention / 1e8).epsilon(1e-12));
   // The same rate from a calibration file.
   const auto file = (std::filesystem::temp_directory_path() / "memtwin-prompt-scoring.yaml").string();
   std::ofstream(file) << "kernels:\n  prompt_scoring: 1e8\n";
-  const IterationModel from_file(scenario({"inference.kv_cache.compression={method: h2o, heavy_ratio: 0.2, recent_ratio: 0.1}",
-                                           "cluster.calibration=" + file}));
+  const IterationModel from_file(scenario({h2o_method, "cluster.calibration=" + file}));
   CHECK(from_file.compute_breakdown(load)[IterationOp::kv_selection] ==
         Approx(measured.compute_breakdown(load)[IterationOp::kv_selection]).epsilon(1e-12));
 }
