@@ -294,8 +294,7 @@ class Simulation {
     }
     if (launcher) {
       // Only the last rank to arrive builds and runs the flows (O(n) once per collective).
-      const CollectivePlan cp =
-          onto_simulated(plan_collective(op.collective, group, op.bytes_total, full_node_of_gpu_, s_.cluster));
+      const CollectivePlan& cp = folded_plan(op, group_index);
       result_.flows += static_cast<long>(cp.flows.size());
       run_collective(cp, platform_);
       rv.finished = true;
@@ -307,6 +306,20 @@ class Simulation {
         sg4::this_actor::suspend();
       }
     }
+  }
+
+  // A collective's flows on the simulated nodes. They depend only on the kind, the group and the
+  // bytes, and a step repeats the same few (every layer's gather alike), so each is built once:
+  // building one is O(group size), which at fast fidelity is the cluster's size, not the
+  // simulated nodes'.
+  const CollectivePlan& folded_plan(const Op& op, int group_index) {
+    auto key = std::make_tuple(op.collective, op.role, group_index, op.bytes_total);
+    auto found = folded_plans_.find(key);
+    if (found != folded_plans_.end()) return found->second;
+    const std::vector<int>& group = plan_.groups.at(op.role)[group_index];
+    return folded_plans_
+        .emplace(std::move(key), onto_simulated(plan_collective(op.collective, group, op.bytes_total, full_node_of_gpu_, s_.cluster)))
+        .first->second;
   }
 
   // The flows of the simulated nodes, by platform slot. At fast fidelity a flow towards an
@@ -352,6 +365,7 @@ class Simulation {
   std::vector<std::vector<char>> foreign_dependents_;  ///< by program and op: an op of another stream waits on it
   std::vector<std::vector<double>> op_seconds_;         ///< by program and op: a compute op's time
   std::map<std::tuple<std::string, std::string, int>, std::unique_ptr<Rendezvous>> rendezvous_;
+  std::map<std::tuple<Collective, std::string, int, double>, CollectivePlan> folded_plans_;
   StepSimulation result_;
 };
 
