@@ -7,7 +7,9 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <set>
 #include <string>
+#include <tuple>
 
 #include "models/scenario/scenario_error.h"
 #include "models/unit_parse.h"
@@ -20,10 +22,13 @@ namespace {
 constexpr double kStepSecondsPerUnit = 4.0e-6;
 constexpr double kStepBytesPerUnit = 10;
 constexpr double kTraceBytesPerEvent = 2.0e3;
+// Per rank of the whole cluster, simulated or not: its group memberships and node, and the
+// step's per-rank tables (an 800,000-GPU plan held 0.45 GiB).
+constexpr double kStepBytesPerRank = 600;
 constexpr double kServingSecondsPerUnit = 7.5e-8;
 constexpr double kServingBytesPerRequest = 900;  // with --out: the request table and trace built
-// Per output token at most: the per-iteration records (KV timeline, inter-token gap runs) are at
-// most one per token, and far fewer when batches are large.
+// Per output token at most: the inter-token gap runs are at most one per token, and far fewer when
+// batches are large (the KV timeline is bounded, ServingRun::kMaxKvSamples).
 constexpr double kServingBytesPerToken = 4;
 constexpr double kBaseBytes = 64.0 * (1 << 20);
 constexpr double kAnnounceSeconds = 10;
@@ -60,21 +65,23 @@ std::string duration_text(double seconds) {
 }  // namespace
 
 WorkEstimate estimate_step(const Plan& plan, const std::vector<int>& simulated_ranks, int trace_ranks, long actors) {
-  // Every simulated rank executes each op of its program; each collective is built once per group
-  // (its launcher lays out one flow per member), so a program's collective op costs its group's
-  // size or, when several groups lie among the simulated ranks, their members together. Memory is
-  // the plan itself and the trace events of the traced ranks.
+  // Every simulated rank executes each op of its program; a collective's flows are laid out once
+  // per kind, role and size (one flow per member of its group) and reused, so each distinct one
+  // costs its group's size or, when several groups lie among the simulated ranks, their members
+  // together. Memory is the plan itself and the trace events of the traced ranks.
   std::map<int, double> ranks_of_program;
   for (int r : simulated_ranks) ranks_of_program[plan.program_of_rank[r]] += 1;
   std::map<std::string, double> group_size;
   for (const auto& [role, groups] : plan.groups) group_size[role] = groups.empty() ? 1 : groups.front().size();
+  std::set<std::tuple<Collective, std::string, double>> laid_out;
   double units = 0, executed = 0, plan_ops = 0, traced = 0;
   for (const Program& program : plan.programs) plan_ops += static_cast<double>(program.ops.size());
   for (const auto& [program, ranks] : ranks_of_program) {
     for (const Op& op : plan.programs[program].ops) {
       units += ranks;
       executed += ranks;
-      if (op.kind == OpKind::collective) units += std::max(group_size[op.role], ranks);
+      if (op.kind == OpKind::collective && laid_out.insert({op.collective, op.role, op.bytes_total}).second)
+        units += std::max(group_size[op.role], ranks);
     }
   }
   for (int r : simulated_ranks) {
@@ -85,7 +92,8 @@ WorkEstimate estimate_step(const Plan& plan, const std::vector<int>& simulated_r
   WorkEstimate e;
   e.units = units;
   e.seconds = units * kStepSecondsPerUnit;
-  e.bytes = kBaseBytes + plan_ops * kPlanBytesPerOp + traced * kTraceBytesPerEvent + units * kStepBytesPerUnit;
+  e.bytes = kBaseBytes + plan_ops * kPlanBytesPerOp + traced * kTraceBytesPerEvent + units * kStepBytesPerUnit +
+            static_cast<double>(plan.program_of_rank.size()) * kStepBytesPerRank;
   e.actors = static_cast<double>(actors);
   e.what = "a training step of " + std::to_string(simulated_ranks.size()) + " simulated ranks executing " +
            scientific(executed) + " ops";

@@ -215,10 +215,11 @@ void BatchScheduler::complete(const ScheduledIteration& it, double started, doub
   }
   if (any_done) finish_done(now);
   if (index_ == 0 && virtual_engine_ == 0) {
-    out_.kv_timeline.push_back({now, static_cast<double>(used_blocks()) / capacity_, swapped_out_bytes_, swapped_in_bytes_,
-                                out_.prefix_offload_bytes, out_.prefix_fetch_host_bytes, out_.prefix_fetch_nvme_bytes,
-                                out_.prefix_nvme_write_bytes, host_tier_.used_blocks * block_bytes_,
-                                nvme_tier_.used_blocks * block_bytes_});
+    out_.record_kv_sample(kv_iterations_++,
+                          {now, static_cast<double>(used_blocks()) / capacity_, swapped_out_bytes_, swapped_in_bytes_,
+                           out_.prefix_offload_bytes, out_.prefix_fetch_host_bytes, out_.prefix_fetch_nvme_bytes,
+                           out_.prefix_nvme_write_bytes, host_tier_.used_blocks * block_bytes_,
+                           nvme_tier_.used_blocks * block_bytes_});
   }
 }
 

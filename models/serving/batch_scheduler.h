@@ -145,6 +145,7 @@ class BatchScheduler {
 
   int index_;
   int virtual_engine_;
+  std::int64_t kv_iterations_ = 0;  ///< this engine's iterations so far, numbering its KV samples
   const Scenario& s_;
   const KvCompressor& kv_;
   ServingRun& out_;

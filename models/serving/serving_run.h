@@ -39,7 +39,20 @@ struct ServingRun {
     double prefix_to_host_bytes = 0, prefix_from_host_bytes = 0, prefix_from_nvme_bytes = 0, prefix_to_nvme_bytes = 0;
     double host_tier_bytes = 0, nvme_tier_bytes = 0;
   };
+  /// At most kMaxKvSamples samples, evenly spread: every kv_sample_stride-th iteration (the stride
+  /// doubles, and every other sample is dropped, each time the timeline fills), so a run of any
+  /// length keeps a bounded timeline.
   std::vector<KvSample> kv_timeline;
+  std::int64_t kv_sample_stride = 1;
+  static constexpr std::size_t kMaxKvSamples = std::size_t{1} << 20;
+  void record_kv_sample(std::int64_t iteration, const KvSample& sample) {
+    if (iteration % kv_sample_stride != 0) return;
+    kv_timeline.push_back(sample);
+    if (kv_timeline.size() < kMaxKvSamples) return;
+    for (std::size_t i = 0; 2 * i < kv_timeline.size(); ++i) kv_timeline[i] = kv_timeline[2 * i];
+    kv_timeline.resize((kv_timeline.size() + 1) / 2);
+    kv_sample_stride *= 2;
+  }
   struct Iteration {
     int replica = 0;
     double start_s = 0, end_s = 0;

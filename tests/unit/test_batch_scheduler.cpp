@@ -74,3 +74,22 @@ TEST_CASE("the scheduler's KV books balance under preemption, prefix sharing and
     }
   }
 }
+
+TEST_CASE("the KV timeline stays bounded on any run length, its samples evenly spread", "[unit]") {
+  ServingRun run;
+  const std::int64_t iterations = 3 * static_cast<std::int64_t>(ServingRun::kMaxKvSamples) + 12345;
+  for (std::int64_t i = 0; i < iterations; ++i) run.record_kv_sample(i, {static_cast<double>(i)});
+  REQUIRE(run.kv_timeline.size() <= ServingRun::kMaxKvSamples);
+  // Three fills: the stride doubled twice, and the samples are every fourth iteration from the first.
+  CHECK(run.kv_sample_stride == 4);
+  CHECK(run.kv_timeline.size() == static_cast<std::size_t>((iterations + 3) / 4));
+  bool evenly_spread = true;
+  for (std::size_t k = 0; k < run.kv_timeline.size(); ++k)
+    evenly_spread = evenly_spread && run.kv_timeline[k].time_s == static_cast<double>(k) * 4;
+  CHECK(evenly_spread);
+  // Below the bound every iteration is kept.
+  ServingRun short_run;
+  for (std::int64_t i = 0; i < 1000; ++i) short_run.record_kv_sample(i, {static_cast<double>(i)});
+  CHECK(short_run.kv_timeline.size() == 1000);
+  CHECK(short_run.kv_sample_stride == 1);
+}
