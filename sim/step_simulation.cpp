@@ -43,6 +43,7 @@ struct RankState {
 
 struct Rendezvous {
   int arrived = 0;
+  int departed = 0;  ///< members that saw it finish; the last one removes it
   bool finished = false;
   std::vector<sg4::ActorPtr> waiting;
 };
@@ -279,9 +280,9 @@ class Simulation {
     std::string name = op.tag;
     if (name.empty()) name.append("#").append(std::to_string(index));  // (GCC 12 misreads "#" + string)
     auto key = std::make_tuple(std::move(name), family, group_index);
-    auto& slot = rendezvous_[key];
-    if (!slot) slot = std::make_unique<Rendezvous>();
-    Rendezvous& rv = *slot;
+    const auto entry = rendezvous_.try_emplace(std::move(key)).first;
+    if (!entry->second) entry->second = std::make_unique<Rendezvous>();
+    Rendezvous& rv = *entry->second;
     const bool launcher = ++rv.arrived == members;
     if (rank == 0) {
       const bool p2p = op.collective == Collective::p2p_forward || op.collective == Collective::p2p_backward;
@@ -306,6 +307,8 @@ class Simulation {
         sg4::this_actor::suspend();
       }
     }
+    // Only collectives in flight stay in the map, so that finding one stays cheap.
+    if (++rv.departed == members) rendezvous_.erase(entry);
   }
 
   // A collective's flows on the simulated nodes. They depend only on the kind, the group and the
