@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "models/memory/model_states.h"
+#include "models/memory/training_buffers.h"
 #include "models/memory/rank_share.h"
 #include "models/model_facts.h"
 #include "models/plan/block_cost.h"
@@ -183,9 +184,8 @@ void StageProgramBuilder::prologue() {
   Impl& x = *impl_;
   const ModelStates states = model_states(x.s, x.share);
   const RuntimeOverheads& rt = x.s.cluster.runtime;
-  const int communicators = (x.spec.dp_ranks > 1 ? 1 : 0) + (x.tp > 1 ? 1 : 0) + (x.spec.hybrid ? 1 : 0) +
-                            (x.spec.stages > 1 ? 1 : 0) + (x.t.parallelism.context > 1 ? 1 : 0);
-  const Bytes runtime = rt.cuda_context + rt.framework_overhead + rt.nccl_buffers * communicators;
+  // One NCCL buffer set per communicator a GPU belongs to, counted where the closed form counts it.
+  const Bytes runtime = rt.cuda_context + rt.framework_overhead + rt.nccl_buffers * communicators_per_gpu(x.s);
   x.e.memory(OpKind::alloc, "runtime", runtime, {});
   x.e.memory(OpKind::alloc, "parameters", states.parameters, {});
   x.e.memory(OpKind::alloc, "gradients", states.gradients, {});

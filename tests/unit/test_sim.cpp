@@ -9,6 +9,7 @@
 
 #include "models/memory/communication.h"
 #include "models/memory/training_memory.h"
+#include "models/plan/training_plan.h"
 #include "models/scenario_loader.h"
 #include "tests/test_support.h"
 #include "tests/unit/sim_helpers.h"
@@ -61,6 +62,36 @@ TEST_CASE("the simulated memory peak agrees with the closed form where both appl
     auto doc = sim_run(file, sets);
     const TrainingMemory m = training_memory(load_scenario_file(file, sets).scenario);
     CHECK(doc["memory"]["gpu"]["peak_bytes"].get<double>() == Approx(m.peak.as_double()).epsilon(0.01));
+  }
+}
+
+TEST_CASE("every rank's plan holds the runtime the closed form counts: one NCCL buffer set per communicator", "[unit]") {
+  // Expert, context, pipeline, tensor, data parallelism and hybrid sharding each add a communicator.
+  const std::string moe = write_scenario("runtime-moe", R"(
+name: runtime-moe
+cluster: {nodes: 2, gpus_per_node: 8, gpu: h100-sxm}
+model: mixtral-8x7b
+training: {framework: megatron, global_batch: 64, micro_batch: 1, seq_len: 4096, parallelism: {tensor: 2, expert: 4}}
+)");
+  const std::string dense = write_scenario("runtime-dense", kNode);
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+      {moe, {}},
+      {moe, {"training.parallelism.expert=1"}},
+      {moe, {"training.parallelism.pipeline=2", "training.parallelism.expert=2"}},
+      {dense, {}},
+      {dense, {"training.parallelism.tensor=2", "training.parallelism.context=2"}},
+      {dense, {"training.sharding.strategy=fsdp", "training.sharding.mode=hybrid_shard", "training.sharding.shard_group=4"}}};
+  for (const auto& [file, sets] : cases) {
+    const Scenario s = load_scenario_file(file, sets).scenario;
+    const Plan plan = build_training_plan(s);
+    const Bytes expected = training_memory(s).runtime;
+    for (const Program& program : plan.programs) {
+      const auto runtime = std::find_if(program.ops.begin(), program.ops.end(),
+                                        [](const Op& op) { return op.kind == OpKind::alloc && op.tensor == "runtime"; });
+      INFO(file << " " << (sets.empty() ? "" : sets.front()));
+      REQUIRE(runtime != program.ops.end());
+      CHECK(runtime->size == expected);
+    }
   }
 }
 
