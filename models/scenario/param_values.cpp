@@ -1,6 +1,7 @@
 #include "models/scenario/param_values.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -12,6 +13,17 @@
 
 namespace memtwin {
 namespace {
+
+// Whether `spelled` names `choice`: the same letters whatever their case, '_' standing for '-'.
+bool same_choice(const std::string& choice, const std::string& spelled) {
+  if (choice.size() != spelled.size()) return false;
+  for (std::size_t i = 0; i < choice.size(); ++i) {
+    const char a = choice[i] == '_' ? '-' : static_cast<char>(std::tolower(static_cast<unsigned char>(choice[i])));
+    const char b = spelled[i] == '_' ? '-' : static_cast<char>(std::tolower(static_cast<unsigned char>(spelled[i])));
+    if (a != b) return false;
+  }
+  return true;
+}
 
 std::string join(const std::vector<std::string>& items, const char* sep = ", ") {
   std::string out;
@@ -120,10 +132,13 @@ void ParamValues::convert(const YAML::Node& value, const ParamSpec& spec, Source
       fail_here("expected a list of " + join(spec.choices) + ", got " + node_type_name(value));
     }
     std::set<std::string> unique;
-    for (const auto& item : items) {
-      if (std::find(spec.choices.begin(), spec.choices.end(), item) == spec.choices.end()) {
+    for (auto& item : items) {
+      const auto same = std::find_if(spec.choices.begin(), spec.choices.end(),
+                                     [&](const std::string& c) { return same_choice(c, item); });
+      if (same == spec.choices.end()) {
         fail_here("'" + item + "' is not one of " + join(spec.choices) + did_you_mean(item, spec.choices));
       }
+      item = *same;
       if (!unique.insert(item).second) fail_here("'" + item + "' is listed twice");
     }
     out.items = items;
@@ -173,9 +188,15 @@ void ParamValues::convert(const YAML::Node& value, const ParamSpec& spec, Source
         break;
       }
       case ValueKind::choice: {
-        if (std::find(spec.choices.begin(), spec.choices.end(), raw) == spec.choices.end()) {
+        // Frameworks spell the same choice in capitals or with underscores for dashes (PyTorch's
+        // ShardingStrategy.FULL_SHARD, accelerate's `fsdp_sharding_strategy: FULL_SHARD`): such a
+        // spelling means the choice, and the resolved scenario carries the choice's own name.
+        const auto same = std::find_if(spec.choices.begin(), spec.choices.end(),
+                                       [&](const std::string& c) { return same_choice(c, raw); });
+        if (same == spec.choices.end()) {
           fail_here("'" + raw + "' is not one of " + join(spec.choices, " | ") + did_you_mean(raw, spec.choices));
         }
+        out.text = *same;
         break;
       }
       case ValueKind::bytes: {

@@ -64,6 +64,20 @@ TEST_CASE("a preset can be partly overridden, also from the command line", "[uni
   CHECK(swapped.scenario.cluster.intra_node.bandwidth.value() == Approx(300e9));
 }
 
+TEST_CASE("a choice spelled as frameworks spell it (capitals, underscores) means the choice and resolves to its name", "[unit]") {
+  LoadedScenario l = load_scenario_file(test::source_path("scenarios/quickstart.yaml"),
+                                        {"training.sharding.mode=SHARD_GRAD_OP", "cluster.inter_node.topology=Fat_Tree",
+                                         "cluster.collectives.algorithms=[RING, Tree]"});
+  CHECK(l.scenario.training->sharding.fsdp_mode == FsdpMode::shard_grad_op);
+  CHECK(l.scenario.cluster.inter_node.topology == Topology::fat_tree);
+  CHECK(l.resolved["training"]["sharding"]["mode"] == "shard_grad_op");
+  CHECK(l.resolved["cluster"]["inter_node"]["topology"] == "fat-tree");
+  CHECK(l.resolved["cluster"]["collectives"]["algorithms"] == nlohmann::json::array({"ring", "tree"}));
+  // Other letters are still refused, naming the choices.
+  CHECK_THROWS_WITH(load_scenario_file(test::source_path("scenarios/quickstart.yaml"), {"training.sharding.mode=FULLSHARD"}),
+                    Catch::Contains("is not one of full_shard | shard_grad_op"));
+}
+
 TEST_CASE("errors in --set overrides name the override", "[unit]") {
   try {
     load_scenario_file(test::source_path("scenarios/quickstart.yaml"), {"training.micro_batch=-2"});
