@@ -25,6 +25,12 @@ bool same_choice(const std::string& choice, const std::string& spelled) {
   return true;
 }
 
+// The choice `spelled` names, or nullptr.
+const std::string* find_choice(const std::vector<std::string>& choices, const std::string& spelled) {
+  const auto it = std::find_if(choices.begin(), choices.end(), [&](const std::string& c) { return same_choice(c, spelled); });
+  return it == choices.end() ? nullptr : &*it;
+}
+
 std::string join(const std::vector<std::string>& items, const char* sep = ", ") {
   std::string out;
   for (const auto& s : items) out += (out.empty() ? "" : sep) + s;
@@ -133,9 +139,8 @@ void ParamValues::convert(const YAML::Node& value, const ParamSpec& spec, Source
     }
     std::set<std::string> unique;
     for (auto& item : items) {
-      const auto same = std::find_if(spec.choices.begin(), spec.choices.end(),
-                                     [&](const std::string& c) { return same_choice(c, item); });
-      if (same == spec.choices.end()) {
+      const std::string* same = find_choice(spec.choices, item);
+      if (!same) {
         fail_here("'" + item + "' is not one of " + join(spec.choices) + did_you_mean(item, spec.choices));
       }
       item = *same;
@@ -191,9 +196,8 @@ void ParamValues::convert(const YAML::Node& value, const ParamSpec& spec, Source
         // Frameworks spell the same choice in capitals or with underscores for dashes (PyTorch's
         // ShardingStrategy.FULL_SHARD, accelerate's `fsdp_sharding_strategy: FULL_SHARD`): such a
         // spelling means the choice, and the resolved scenario carries the choice's own name.
-        const auto same = std::find_if(spec.choices.begin(), spec.choices.end(),
-                                       [&](const std::string& c) { return same_choice(c, raw); });
-        if (same == spec.choices.end()) {
+        const std::string* same = find_choice(spec.choices, raw);
+        if (!same) {
           fail_here("'" + raw + "' is not one of " + join(spec.choices, " | ") + did_you_mean(raw, spec.choices));
         }
         out.text = *same;
