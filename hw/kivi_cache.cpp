@@ -12,7 +12,9 @@ namespace memtwin::hw {
 kernels::KiviPagedShape kivi_paged_shape(const Scenario& s, std::int64_t capacity_blocks) {
   const Inference& inf = *s.inference;
   const CompressionSpec& c = inf.kv_cache.compression;
-  if (c.method != KvCompression::kivi) throw std::logic_error("kivi_paged_shape: the scenario's KV method is not KIVI");
+  if (kv_method(c.method).storage != KvStorage::channel_key_groups) {
+    throw std::logic_error("kivi_paged_shape: the scenario's KV method does not group keys per channel");
+  }
   if (inf.kv_cache.dtype != KvDtype::fp16) {
     throw Unsupported("the serving engine keeps KIVI's residual in fp16: set inference.kv_cache.dtype: fp16");
   }

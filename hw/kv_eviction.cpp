@@ -6,15 +6,11 @@
 
 namespace memtwin::hw {
 
-bool scores_tokens(KvCompression method) {
-  return method == KvCompression::h2o || method == KvCompression::snapkv || method == KvCompression::pyramidkv;
-}
-
 KvEviction::KvEviction(const Scenario& s, const KvCompressor& kv, const kernels::PagedShape& shape, ServingKernels& kernels,
                        CachingAllocator& allocator)
     : s_(s), kv_(kv), shape_(shape), kernels_(kernels), allocator_(allocator),
-      method_(s.inference->kv_cache.compression.method), q_heads_(s.model.heads) {
-  if (method_ != KvCompression::h2o) return;
+      selection_(kv_method(s.inference->kv_cache.compression.method).selection), q_heads_(s.model.heads) {
+  if (selection_ != KvSelection::accumulated_scores) return;
   // One fp32 score per cached (token, KV head) and layer: the bytes H2O's size model adds per token.
   const std::int64_t floats = static_cast<std::int64_t>(shape_.num_blocks) * shape_.block_size * shape_.kv_heads * s.model.layers;
   score_bytes_ = 4 * floats;
@@ -31,7 +27,7 @@ KvEviction::Budget KvEviction::budget(const Sequence& q, int layer) const {
   Budget b;
   b.keep = static_cast<int>(kv_.kept_tokens_in_layer(q.prompt, 0, layer));
   const CompressionSpec& c = s_.inference->kv_cache.compression;
-  if (method_ == KvCompression::h2o) {
+  if (selection_ == KvSelection::accumulated_scores) {
     b.recent = std::clamp(static_cast<int>(std::ceil(c.recent_ratio * q.prompt)), 1, b.keep);
   } else {
     b.recent = std::min(c.window, b.keep);
@@ -41,20 +37,19 @@ KvEviction::Budget KvEviction::budget(const Sequence& q, int layer) const {
 
 int KvEviction::index(const Sequence& q, int position, int layer) const {
   const CompressionSpec& c = s_.inference->kv_cache.compression;
-  switch (method_) {
-    case KvCompression::streaming:
+  switch (selection_) {
+    case KvSelection::sinks_and_window:
       return position < c.sinks ? position : c.sinks + (position - c.sinks) % c.window;
-    case KvCompression::snapkv:
-    case KvCompression::pyramidkv:
+    case KvSelection::prompt_vote:
       return position < q.prompt ? position : budget(q, layer).keep + (position - q.prompt);
-    case KvCompression::h2o: {
+    case KvSelection::accumulated_scores: {
       if (position < q.prompt) return position;
       const Budget b = budget(q, layer);
       return b.keep - b.recent + (position - q.prompt) % b.recent;
     }
-    default:
-      return position;
+    case KvSelection::all: break;
   }
+  return position;
 }
 
 kernels::PagedScores KvEviction::layer_scores(int layer) const {
@@ -67,7 +62,7 @@ kernels::PagedScores KvEviction::layer_scores(int layer) const {
 
 void KvEviction::begin(const ScheduledIteration& it, int max_blocks) {
   end();
-  if (method_ != KvCompression::h2o || it.decoding.empty()) return;
+  if (selection_ != KvSelection::accumulated_scores || it.decoding.empty()) return;
   decode_stride_ = max_blocks * shape_.block_size;
   decode_probs_ = static_cast<float*>(allocator_.allocate(
       4LL * static_cast<std::int64_t>(it.decoding.size()) * q_heads_ * decode_stride_, "activations.attention_probs"));
@@ -80,7 +75,7 @@ void KvEviction::end() {
 }
 
 void KvEviction::before_write(const Step& step) {
-  if (method_ != KvCompression::h2o) return;
+  if (selection_ != KvSelection::accumulated_scores) return;
   const kernels::PagedScores scores = layer_scores(step.layer);
   const auto& decoding = step.it->decoding;
   for (std::size_t i = 0; i < decoding.size(); ++i) {
@@ -95,10 +90,10 @@ void KvEviction::before_write(const Step& step) {
 }
 
 void KvEviction::after_attention(const Step& step) {
-  if (!scores_tokens(method_)) return;
+  if (selection_ != KvSelection::accumulated_scores && selection_ != KvSelection::prompt_vote) return;
   const ScheduledIteration& it = *step.it;
   const int decodes = static_cast<int>(it.decoding.size());
-  if (method_ == KvCompression::h2o && decodes > 0) {
+  if (selection_ == KvSelection::accumulated_scores && decodes > 0) {
     kernels_.accumulate_scores(decode_probs_, decodes, q_heads_, decode_stride_, step.decode_tables->data(), step.max_blocks,
                                step.decode_context->data(), layer_scores(step.layer));
   }
@@ -114,7 +109,7 @@ void KvEviction::after_attention(const Step& step) {
     const Budget b = budget(q, step.layer);
     selection.keep = b.keep;
     selection.recent = b.recent;
-    if (method_ == KvCompression::h2o) {
+    if (selection_ == KvSelection::accumulated_scores) {
       kernels_.score_prompt(step.rows + static_cast<std::int64_t>(row) * step.row_stride, step.row_stride, chunk, q.prefilled,
                             q_heads_, *step.shape, step.k_cache, table.data(), layer_scores(step.layer), table.data());
       if (completes) {
@@ -123,7 +118,7 @@ void KvEviction::after_attention(const Step& step) {
         kernels_.select_and_compact(step.k_cache, step.v_cache, *step.shape, layer_scores(step.layer), selection);
       }
     } else if (completes) {
-      // SnapKV and PyramidKV: the window's votes in scratch scores of the sequence's length (their own blocks,
+      // The SnapKV family: the window's votes in scratch scores of the sequence's length (their own blocks,
       // numbered in order), selection, compaction; the scratch is gone after the layer.
       const int window = std::min(b.recent > 0 ? b.recent : 1, chunk);
       std::vector<std::int32_t> identity(table.size());

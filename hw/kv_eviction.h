@@ -25,14 +25,11 @@
 
 #include "hw/caching_allocator.h"
 #include "hw/serving_kernels.h"
-#include "models/kv/kv_compressor.h"
+#include "models/kv/kv_method.h"
 #include "models/scenario.h"
 #include "models/serving/batch_scheduler.h"
 
 namespace memtwin::hw {
-
-/// Whether the engine runs this KV method's eviction with score kernels (H2O, SnapKV, PyramidKV).
-bool scores_tokens(KvCompression method);
 
 class KvEviction {
  public:
@@ -88,7 +85,7 @@ class KvEviction {
   kernels::PagedShape shape_;
   ServingKernels& kernels_;
   CachingAllocator& allocator_;
-  KvCompression method_;
+  KvSelection selection_;  // which tokens the scenario's method keeps
   int q_heads_ = 0;
   float* scores_ = nullptr;  // H2O: [layers][num_blocks, block_size, kv_heads]
   std::int64_t score_bytes_ = 0;

@@ -27,24 +27,22 @@ kernels::KvFormat kv_format(const Scenario& s) {
   kernels::KvFormat f;
   f.head_dim = s.model.head_dim;
   f.group = c.group_size;
-  switch (c.method) {
-    case KvCompression::none:       // 16-bit, or fp8 e4m3 with vLLM's default scale of 1
-    case KvCompression::streaming:  // the same vectors, fewer of them (hw/kv_eviction.h says which)
-    case KvCompression::h2o:
-    case KvCompression::snapkv:
-    case KvCompression::pyramidkv:
+  const KvMethod& method = kv_method(c.method);
+  if (!method.runs_on_devices()) {
+    std::string runs;
+    for (const KvMethod* m : kv_methods())
+      if (m->runs_on_devices()) runs += (runs.empty() ? "" : ", ") + std::string(m->name());
+    throw Unsupported("the serving engine runs KV compression " + runs + "; '" + std::string(method.name()) +
+                      "' is simulated only (" + method.simulated_only_because + ")");
+  }
+  switch (method.storage) {
+    case KvStorage::vectors:  // 16-bit, or fp8 e4m3 with vLLM's default scale of 1; eviction keeps fewer (hw/kv_eviction.h)
       f.element = s.inference->kv_cache.dtype == KvDtype::fp8 ? kernels::KvElement::fp8 : kernels::KvElement::fp16;
       break;
-    case KvCompression::kivi:  // the pool is KiviCache's (hw/kivi_cache.h); this is its values' format
-      f.element = c.bits == 4 ? kernels::KvElement::int4 : kernels::KvElement::int2;
+    case KvStorage::channel_key_groups:  // the pool is KiviCache's (hw/kivi_cache.h); this is its values' format
+    case KvStorage::token_groups:
+      f.element = c.bits == 8 ? kernels::KvElement::int8 : c.bits == 4 ? kernels::KvElement::int4 : kernels::KvElement::int2;
       break;
-    case KvCompression::int8: f.element = kernels::KvElement::int8; break;
-    case KvCompression::int4: f.element = kernels::KvElement::int4; break;
-    case KvCompression::int2: f.element = kernels::KvElement::int2; break;
-    default:
-      throw Unsupported("the serving engine runs KV compression none, int8, int4, int2, kivi, streaming, h2o, snapkv or "
-                        "pyramidkv; '" + std::string(kKvCompressionNames.name(c.method)) +
-                        "' is simulated only (budgets that differ per head need block tables per head)");
   }
   try {
     f.validate();
@@ -94,7 +92,7 @@ class DeviceModel {
     shape_.format = kv_format(s);
     global_shape_ = shape_;
     global_shape_.num_blocks = shape_.num_blocks * m_.layers;
-    if (s.inference->kv_cache.compression.method == KvCompression::kivi) {
+    if (kv_method(s.inference->kv_cache.compression.method).storage == KvStorage::channel_key_groups) {
       kivi_ = std::make_unique<KiviCache>(s, capacity_blocks, block_bytes, kernels_, allocator_);
     } else {
       pool_bytes_ = static_cast<std::int64_t>(shape_.bytes()) * 2 * m_.layers;
@@ -290,12 +288,12 @@ void require_serving_support(const Scenario& s) {
   if (inf.tiers.nvme) throw Unsupported("the NVMe tier (inference.tiers.nvme) is simulated only; the host tier runs");
   if (!s.model.architecture_known) throw Unsupported("serving on a device needs the model's architecture");
   kv_format(s);
-  if (inf.kv_cache.compression.method == KvCompression::kivi) kivi_paged_shape(s, 1);
+  if (kv_method(inf.kv_cache.compression.method).storage == KvStorage::channel_key_groups) kivi_paged_shape(s, 1);
 }
 
 ServingMeasurement serve_on_device(const Scenario& s, ServingDevice& device) {
   require_serving_support(s);
-  if (scores_tokens(s.inference->kv_cache.compression.method) && !device.kernels->supports_score_eviction()) {
+  if (kv_method(s.inference->kv_cache.compression.method).scores_tokens() && !device.kernels->supports_score_eviction()) {
     throw Unsupported("H2O and SnapKV run on --device host: this device has no attention-probability and eviction kernels yet");
   }
   using Clock = std::chrono::steady_clock;
@@ -322,7 +320,7 @@ ServingMeasurement serve_on_device(const Scenario& s, ServingDevice& device) {
     BatchScheduler scheduler(0, s, *kv, run, memory.capacity_blocks, memory.block_bytes.as_double());
     BlockPool blocks(memory.capacity_blocks, run);
     std::optional<LayerBlockPool> layer_blocks;  // PyramidKV: each layer keeps its own number of tokens
-    if (inf.kv_cache.compression.method == KvCompression::pyramidkv) {
+    if (kv_method(inf.kv_cache.compression.method).per_layer_budgets) {
       layer_blocks.emplace(memory.capacity_blocks, s.model.layers, *kv, inf.serving.block_size);
     }
 

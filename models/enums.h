@@ -110,10 +110,6 @@ inline constexpr EnumNames<WeightDtype, 6> kWeightDtypeNames{{"bf16", "fp16", "f
 enum class KvDtype { bf16, fp16, fp8 };
 inline constexpr EnumNames<KvDtype, 3> kKvDtypeNames{{"bf16", "fp16", "fp8"}};
 
-enum class KvCompression { none, kivi, int8, int4, int2, streaming, h2o, snapkv, pyramidkv, entropy };
-inline constexpr EnumNames<KvCompression, 10> kKvCompressionNames{
-    {"none", "kivi", "int8", "int4", "int2", "streaming", "h2o", "snapkv", "pyramidkv", "entropy"}};
-
 enum class TierPolicy { lru, lfu };
 inline constexpr EnumNames<TierPolicy, 2> kTierPolicyNames{{"lru", "lfu"}};
 

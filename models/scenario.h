@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "models/enums.h"
+#include "models/kv/kv_method_id.h"
 #include "models/units.h"
 
 namespace memtwin {
@@ -116,11 +117,6 @@ struct Efficiency {
   /// orientations as cuBLAS's heuristics would. 1 when `sms` is 0 (not known).
   [[nodiscard]] double wave_utilization(std::int64_t m, std::int64_t n, int sms) const;
 };
-
-/// The KV formats a decode-attention or cache-write kernel reads (`cluster.kernels.*.FORMAT`):
-/// kivi2 and kivi4 are KIVI's kernels over quantised groups (its append for kv_write), kivi_fp16
-/// the same decode kernel over its fp16 residual.
-inline constexpr const char* kKvKernelFormats[] = {"fp16", "fp8", "int8", "int4", "int2", "kivi2", "kivi4", "kivi_fp16"};
 
 /// A collective measured on a real cluster (nccl-tests output fitted by `memtwin calibrate
 /// --nccl-tests`): time = latency + bytes x bus factor / bus_bandwidth for that kind and group.
@@ -276,6 +272,7 @@ struct ServingSpec {
   Router router = Router::round_robin;
 };
 
+/// inference.kv_cache.compression: the method and the parameters its descriptor reads (models/kv/kv_method.h).
 struct CompressionSpec {
   KvCompression method = KvCompression::none;
   int bits = 2;
@@ -284,10 +281,10 @@ struct CompressionSpec {
   double heavy_ratio = 0.1;
   double recent_ratio = 0.1;
   int sinks = 4;
-  int window = 0;     ///< streaming: recent window; snapkv/pyramidkv: observation window
-  int budget = 2048;  ///< snapkv/pyramidkv/entropy: tokens kept per head (mean over layers)
+  int window = 0;     ///< the recent window, or the observation window of a prompt-voting method
+  int budget = 2048;  ///< tokens kept per head (mean over layers) by a prompt-voting method
   int pooling_kernel = 7;
-  double beta = 20;   ///< pyramidkv: ratio between the deepest and shallowest layer budgets
+  double beta = 20;   ///< ratio between the shallowest and deepest layer budgets (models/kv says which methods read each)
 };
 
 struct KvCacheSpec {

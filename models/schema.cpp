@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "models/enums.h"
+#include "models/kv/kv_method.h"
 #include "models/scenario.h"
 #include "models/schema_table.h"
 
@@ -139,20 +140,7 @@ void declare_inference(Table& t) {
   t.add("inference.kv_cache.dtype", K::choice, "bf16", "KV element type before compression").choices(names(kKvDtypeNames));
   t.add("inference.kv_cache.memory", K::bytes, none, "explicit KV pool per GPU instead of the engine's rule").above(0);
   t.add("inference.kv_cache.compression.method", K::choice, "none", "KV compression").choices(names(kKvCompressionNames));
-  t.add("inference.kv_cache.compression.bits", K::integer, none, "kivi: 2 or 4").derived("2").at_least(1).at_most(8);
-  t.add("inference.kv_cache.compression.group_size", K::integer, "32", "quantisation group (kivi, int8/4/2)").at_least(1);
-  t.add("inference.kv_cache.compression.residual", K::integer, "128", "kivi: recent tokens kept in full precision").at_least(0);
-  t.add("inference.kv_cache.compression.heavy_ratio", K::number, "0.1", "h2o: heavy hitters, fraction of the prompt")
-      .at_least(0).at_most(1);
-  t.add("inference.kv_cache.compression.recent_ratio", K::number, "0.1", "h2o: recent tokens, fraction of the prompt")
-      .at_least(0).at_most(1);
-  t.add("inference.kv_cache.compression.sinks", K::integer, "4", "streaming: attention-sink tokens").at_least(0);
-  t.add("inference.kv_cache.compression.window", K::integer, none, "streaming: recent window; snapkv/pyramidkv: observation window")
-      .at_least(1).derived("streaming 1020, snapkv/pyramidkv 32");
-  t.add("inference.kv_cache.compression.budget", K::integer, "2048", "snapkv/pyramidkv/entropy: tokens kept per head")
-      .at_least(1);
-  t.add("inference.kv_cache.compression.pooling_kernel", K::integer, "7", "snapkv/pyramidkv: score pooling width").at_least(1);
-  t.add("inference.kv_cache.compression.beta", K::number, "20", "pyramidkv: budget ratio, shallowest to deepest").above(1);
+  for (ParamSpec& p : kv_compression_schema()) t.add(std::move(p));  // each method's parameters
   t.add("inference.tiers.host_memory", K::bytes, none, "host DRAM per node for spilled KV").above(0);
   t.add("inference.tiers.nvme", K::bytes, none, "NVMe per node for spilled KV").above(0);
   t.add("inference.tiers.policy", K::choice, "lru", "which KV leaves a tier first").choices(names(kTierPolicyNames));

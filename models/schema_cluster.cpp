@@ -2,6 +2,7 @@
 // measured kernels and the collective model's settings.
 #include "models/schema_table.h"
 
+#include "models/kv/kv_method.h"
 #include "models/scenario.h"
 
 namespace memtwin::schema_detail {
@@ -115,17 +116,14 @@ void declare_cluster(Table& t) {
   t.add("cluster.efficiency.gemm_memory", K::number, none,
         "achieved fraction of peak memory bandwidth when a GEMM is memory-bound (decode: weights read by a few rows)")
       .at_least(kMinFraction).at_most(1).derived("efficiency.memory");
-  for (const char* format : kKvKernelFormats) {
-    const std::string cache = std::string(format) == "kivi_fp16" ? "KIVI cache's fp16 residual"
-                              : std::string(format).rfind("kivi", 0) == 0 ? std::string(format) + " cache's quantised groups"
-                                                                          : std::string(format) + " KV cache";
-    t.add(std::string("cluster.kernels.decode_attention.") + format, K::number, none,
-          "measured decode-attention kernel throughput over a " + cache +
+  for (const KvKernelFormat& format : kv_kernel_formats()) {
+    t.add("cluster.kernels.decode_attention." + format.name, K::number, none,
+          "measured decode-attention kernel throughput over a " + format.cache +
               ": cached K and V elements per second per GPU (memtwin calibrate)")
         .at_least(kMinPerSecond).derived("the roofline of cached bytes and dequantisation");
-    if (std::string(format) == "kivi_fp16") continue;  // KIVI's append is one kernel, kivi2 or kivi4
-    t.add(std::string("cluster.kernels.kv_write.") + format, K::number, none,
-          std::string("measured paged-cache write (quantise and scatter) throughput into a ") + format +
+    if (!format.write_kernel) continue;
+    t.add("cluster.kernels.kv_write." + format.name, K::number, none,
+          "measured paged-cache write (quantise and scatter) throughput into a " + format.name +
               " KV cache: K and V elements per second per GPU (memtwin calibrate)")
         .at_least(kMinPerSecond).derived("the roofline of the written bytes");
   }

@@ -41,6 +41,8 @@ class Table {
     params_.push_back(std::move(spec));
     return Decl(params_.back());
   }
+  /// An entry declared elsewhere (the KV methods' parameters, models/kv/kv_method.h).
+  void add(ParamSpec spec) { params_.push_back(std::move(spec)); }
   std::vector<ParamSpec> take() { return {params_.begin(), params_.end()}; }
 
  private:

@@ -42,9 +42,8 @@ int main(int argc, char** argv) {
       Scenario s = serve;
       Inference& inf = *s.inference;
       inf.serving.max_model_len = 1024 << (i / 2 % 4);
-      inf.kv_cache.compression.method = static_cast<KvCompression>(i / 8 % 10);
+      inf.kv_cache.compression.method = static_cast<KvCompression>(i / 8 % kKvCompressionNames.names.size());
       inf.kv_cache.compression.window = 32;
-      inf.kv_cache.compression.bits = inf.kv_cache.compression.method == KvCompression::kivi ? 2 : inf.kv_cache.compression.bits;
       ServingMemory m = serving_memory(s);
       fits += m.fits;
       checksum += m.kv_pool.as_double();

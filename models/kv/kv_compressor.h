@@ -51,15 +51,7 @@ class KvCompressor {
   }
 };
 
-/// Whether sequences can share a cached prefix's blocks under this method: blocks must hold whole
-/// tokens in the same form for every sequence (uncompressed or group-quantised), not a per-sequence
-/// selection or a residual window.
-inline bool shares_prefix_blocks(KvCompression method) {
-  return method == KvCompression::none || method == KvCompression::int8 || method == KvCompression::int4 ||
-         method == KvCompression::int2;
-}
-
-/// The compressor the scenario names, for this GPU's share of the cache.
+/// The compressor the scenario names, for this GPU's share of the cache (its method's descriptor makes it).
 std::unique_ptr<KvCompressor> make_kv_compressor(const CompressionSpec& spec, const KvShape& shape);
 
 }  // namespace memtwin

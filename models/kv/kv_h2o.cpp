@@ -1,6 +1,9 @@
+// H2O (Zhang et al. 2023): heavy hitters by accumulated attention and the most recent tokens, each a
+// fraction of the prompt; the cache then stays at that budget while generating.
 #include <algorithm>
 #include <cmath>
 
+#include "models/kv/kv_method_list.h"
 #include "models/kv/kv_methods.h"
 
 namespace memtwin {
@@ -27,4 +30,40 @@ double H2oKv::prefill_bytes(std::int64_t prompt) const {
   return static_cast<double>(prompt) * bytes_per_stored_token();
 }
 
+namespace kv_methods_detail {
+
+const KvMethod& h2o_method() {
+  static const KvMethod method = [] {
+    KvMethod m;
+    m.id = KvCompression::h2o;
+    auto ratio = [](const char* key, const char* meaning) {
+      KvParameter p;
+      p.key = key;
+      p.kind = ValueKind::number;
+      p.meaning = meaning;
+      p.default_value = "0.1";
+      p.min = 0;
+      p.max = 1;
+      return p;
+    };
+    m.parameters = {ratio("heavy_ratio", "heavy hitters, fraction of the prompt"),
+                    ratio("recent_ratio", "recent tokens, fraction of the prompt")};
+    m.storage = KvStorage::vectors;
+    m.selection = KvSelection::accumulated_scores;
+    m.read = [](const KvParameterReader& r, CompressionSpec& c) {
+      c.bits = 16;
+      c.heavy_ratio = r.number("heavy_ratio");
+      c.recent_ratio = r.number("recent_ratio");
+      if (c.heavy_ratio + c.recent_ratio <= 0) r.fail("heavy_ratio", "H2O keeps nothing when heavy_ratio + recent_ratio is 0");
+      if (c.heavy_ratio + c.recent_ratio > 1) r.fail("recent_ratio", "heavy_ratio + recent_ratio exceeds 1");
+    };
+    m.make = [](const CompressionSpec& c, const KvShape& shape) -> std::unique_ptr<KvCompressor> {
+      return std::make_unique<H2oKv>(shape, c.heavy_ratio, c.recent_ratio);
+    };
+    return m;
+  }();
+  return method;
+}
+
+}  // namespace kv_methods_detail
 }  // namespace memtwin

@@ -1,7 +1,10 @@
+// The SnapKV family's size model (SnapKV, PyramidKV, entropy-guided budgets) and the parameters
+// its methods share.
 #include <algorithm>
 #include <cmath>
-#include <numeric>
+#include <string>
 
+#include "models/kv/kv_method_list.h"
 #include "models/kv/kv_methods.h"
 
 namespace memtwin {
@@ -37,16 +40,50 @@ std::int64_t PromptBudgetKv::kept_tokens(std::int64_t prompt, std::int64_t gener
   return static_cast<std::int64_t>(kept / budgets_.size()) + generated;  // mean over layers
 }
 
-std::vector<double> pyramid_budgets(int layers, int budget, int window, double beta) {
-  const double selected = budget - window;
-  const double min = selected / beta;
-  const double max = 2 * selected - min;
-  std::vector<double> out(layers);
-  for (int l = 0; l < layers; ++l) {
-    const double frac = layers > 1 ? static_cast<double>(l) / (layers - 1) : 0.0;
-    out[l] = window + max - (max - min) * frac;
-  }
-  return out;
+namespace kv_methods_detail {
+
+KvParameter observation_window_parameter() {
+  KvParameter p;
+  p.key = "window";
+  p.meaning = "observation window";
+  p.default_value = "32";
+  p.default_in_schema = false;  // StreamingLLM's window is another one
+  p.min = 1;
+  return p;
 }
 
+KvParameter budget_parameter() {
+  KvParameter p;
+  p.key = "budget";
+  p.meaning = "tokens kept per head";
+  p.default_value = "2048";
+  p.min = 1;
+  return p;
+}
+
+KvParameter pooling_kernel_parameter() {
+  KvParameter p;
+  p.key = "pooling_kernel";
+  p.meaning = "score pooling width";
+  p.default_value = "7";
+  p.min = 1;
+  return p;
+}
+
+void read_prompt_vote(const KvParameterReader& r, CompressionSpec& c) {
+  c.bits = 16;
+  c.window = r.integer("window");
+  c.budget = r.integer("budget");
+  if (c.budget <= c.window) {
+    r.fail("budget", "the budget (" + std::to_string(c.budget) + ") must exceed the observation window (" +
+                         std::to_string(c.window) + ")");
+  }
+  c.pooling_kernel = r.integer("pooling_kernel");
+  if (c.pooling_kernel < 1 || c.pooling_kernel % 2 == 0) {
+    r.fail("pooling_kernel", "the pooling kernel must be odd and positive (a window centred on each token), got " +
+                                 std::to_string(c.pooling_kernel));
+  }
+}
+
+}  // namespace kv_methods_detail
 }  // namespace memtwin

@@ -1,5 +1,8 @@
+// StreamingLLM (Xiao et al. 2024): the first `sinks` tokens and a window of the most recent ones;
+// constant memory per sequence.
 #include <algorithm>
 
+#include "models/kv/kv_method_list.h"
 #include "models/kv/kv_methods.h"
 
 namespace memtwin {
@@ -14,4 +17,38 @@ double StreamingKv::sequence_bytes(std::int64_t prompt, std::int64_t generated) 
   return static_cast<double>(kept_tokens(prompt, generated)) * shape_.token_bytes();
 }
 
+namespace kv_methods_detail {
+
+const KvMethod& streaming_method() {
+  static const KvMethod method = [] {
+    KvMethod m;
+    m.id = KvCompression::streaming;
+    KvParameter sinks;
+    sinks.key = "sinks";
+    sinks.meaning = "attention-sink tokens";
+    sinks.default_value = "4";
+    sinks.min = 0;
+    KvParameter window;
+    window.key = "window";
+    window.meaning = "recent window";
+    window.default_value = "1020";
+    window.default_in_schema = false;  // the prompt-voting methods' window is another one
+    window.min = 1;
+    m.parameters = {sinks, window};
+    m.storage = KvStorage::vectors;
+    m.selection = KvSelection::sinks_and_window;
+    m.read = [](const KvParameterReader& r, CompressionSpec& c) {
+      c.bits = 16;
+      c.sinks = r.integer("sinks");
+      c.window = r.integer("window");
+    };
+    m.make = [](const CompressionSpec& c, const KvShape& shape) -> std::unique_ptr<KvCompressor> {
+      return std::make_unique<StreamingKv>(shape, c.sinks, c.window);
+    };
+    return m;
+  }();
+  return method;
+}
+
+}  // namespace kv_methods_detail
 }  // namespace memtwin

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "models/kv/kv_method.h"
 #include "models/memory/weight_shapes.h"
 #include "models/model_facts.h"
 #include "models/unit_parse.h"
@@ -193,9 +194,9 @@ std::vector<std::string> serving_fit_hints(const Scenario& s, const ServingMemor
   }
   if (inf.kv_cache.compression.method == KvCompression::none) {
     Scenario c = s;
-    c.inference->kv_cache.compression.method = KvCompression::kivi;
-    c.inference->kv_cache.compression.bits = 2;
-    consider("inference.kv_cache.compression={method: kivi, bits: 2}", c);
+    const KvSuggestion suggestion = kv_compression_to_suggest();
+    c.inference->kv_cache.compression = suggestion.spec;
+    consider(suggestion.written, c);
   }
   if (s.model.heads % (inf.serving.tensor_parallel * 2) == 0 &&
       inf.serving.tensor_parallel * 2 * inf.serving.replicas <= s.cluster.total_gpus()) {

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <iterator>
 
+#include "models/kv/kv_method.h"
+
 namespace memtwin {
 
 double Efficiency::gemm_at(double rows) const {
@@ -202,11 +204,11 @@ Cluster build_cluster(const ParamValues& v) {
   c.efficiency.collectives = v.number("cluster.efficiency.collectives");
   c.efficiency.gemm_memory =
       v.given("cluster.efficiency.gemm_memory") ? v.number("cluster.efficiency.gemm_memory") : c.efficiency.memory;
-  for (const char* format : kKvKernelFormats) {
-    const std::string key = std::string("cluster.kernels.decode_attention.") + format;
-    if (v.given(key)) c.decode_attention_elements_per_s[format] = v.number(key);
-    const std::string write = std::string("cluster.kernels.kv_write.") + format;
-    if (v.given(write)) c.kv_write_elements_per_s[format] = v.number(write);
+  for (const KvKernelFormat& format : kv_kernel_formats()) {
+    const std::string key = "cluster.kernels.decode_attention." + format.name;
+    if (v.given(key)) c.decode_attention_elements_per_s[format.name] = v.number(key);
+    const std::string write = "cluster.kernels.kv_write." + format.name;
+    if (format.write_kernel && v.given(write)) c.kv_write_elements_per_s[format.name] = v.number(write);
   }
   if (v.given("cluster.kernels.prompt_scoring")) c.prompt_scoring_pairs_per_s = v.number("cluster.kernels.prompt_scoring");
   c.collectives = build_collective_settings(v, c);

@@ -1,14 +1,13 @@
 #include "models/scenario/builders.h"
 
-#include <map>
-#include <set>
+#include "models/kv/kv_method.h"
+
 #include <string>
 
 namespace memtwin {
 namespace {
 
 std::string str(long long n) { return std::to_string(n); }
-const std::string kComp = "inference.kv_cache.compression.";
 
 ServingSpec build_serving(const ParamValues& v, const Cluster& cluster, const ModelSpec& model) {
   ServingSpec s;
@@ -57,66 +56,6 @@ ServingSpec build_serving(const ParamValues& v, const Cluster& cluster, const Mo
   s.swap_space = v.bytes("inference.serving.swap_space");
   s.router = v.choice("inference.serving.router", kRouterNames);
   return s;
-}
-
-CompressionSpec build_compression(const ParamValues& v) {
-  CompressionSpec c;
-  c.method = v.choice(kComp + "method", kKvCompressionNames);
-  using M = KvCompression;
-  // Which parameters each method reads; any other given one is a mistake worth reporting.
-  const std::map<std::string, std::set<M>> used_by = {
-      {"bits", {M::kivi}},
-      {"group_size", {M::kivi, M::int8, M::int4, M::int2}},
-      {"residual", {M::kivi}},
-      {"heavy_ratio", {M::h2o}},
-      {"recent_ratio", {M::h2o}},
-      {"sinks", {M::streaming}},
-      {"window", {M::streaming, M::snapkv, M::pyramidkv}},
-      {"budget", {M::snapkv, M::pyramidkv, M::entropy}},
-      {"pooling_kernel", {M::snapkv, M::pyramidkv}},
-      {"beta", {M::pyramidkv}},
-  };
-  for (const auto& [key, methods] : used_by) {
-    if (v.given(kComp + key) && !methods.count(c.method)) {
-      v.fail(kComp + key, "is not a parameter of method " + std::string(kKvCompressionNames.name(c.method)));
-    }
-  }
-  auto uses = [&](const std::string& key) { return used_by.at(key).count(c.method) > 0; };
-  c.bits = c.method == M::int8 ? 8 : c.method == M::int4 ? 4 : c.method == M::int2 ? 2 : 16;
-  if (c.method == M::kivi) {
-    c.bits = v.given(kComp + "bits") ? v.int32(kComp + "bits") : 2;
-    if (c.bits != 2 && c.bits != 4) v.fail(kComp + "bits", "KIVI uses 2 or 4 bits");
-  }
-  if (uses("group_size")) c.group_size = v.int32(kComp + "group_size");
-  if (uses("residual")) {
-    c.residual = v.int32(kComp + "residual");
-    if (c.residual % c.group_size != 0) {
-      v.fail(kComp + "residual", "KIVI needs the residual window (" + str(c.residual) +
-                                     ") to be a multiple of group_size (" + str(c.group_size) + ")");
-    }
-  }
-  if (uses("heavy_ratio")) {
-    c.heavy_ratio = v.number(kComp + "heavy_ratio");
-    c.recent_ratio = v.number(kComp + "recent_ratio");
-    if (c.heavy_ratio + c.recent_ratio <= 0) v.fail(kComp + "heavy_ratio", "H2O keeps nothing when heavy_ratio + recent_ratio is 0");
-    if (c.heavy_ratio + c.recent_ratio > 1) v.fail(kComp + "recent_ratio", "heavy_ratio + recent_ratio exceeds 1");
-  }
-  if (uses("sinks")) c.sinks = v.int32(kComp + "sinks");
-  if (uses("window")) c.window = v.given(kComp + "window") ? v.int32(kComp + "window") : (c.method == M::streaming ? 1020 : 32);
-  if (uses("budget")) c.budget = v.int32(kComp + "budget");
-  if ((c.method == M::snapkv || c.method == M::pyramidkv) && c.budget <= c.window) {
-    v.fail(kComp + "budget", "the budget (" + str(c.budget) + ") must exceed the observation window (" +
-                                 str(c.window) + ")");
-  }
-  if (uses("pooling_kernel")) {
-    c.pooling_kernel = v.int32(kComp + "pooling_kernel");
-    if (c.pooling_kernel < 1 || c.pooling_kernel % 2 == 0) {
-      v.fail(kComp + "pooling_kernel", "the pooling kernel must be odd and positive (a window centred on each token), got " +
-                                           str(c.pooling_kernel));
-    }
-  }
-  if (uses("beta")) c.beta = v.number(kComp + "beta");
-  return c;
 }
 
 LengthDistribution build_length(const ParamValues& v, const std::string& prefix) {
@@ -209,7 +148,7 @@ Inference build_inference(const ParamValues& v, const Cluster& cluster, const Mo
       v.fail("inference.kv_cache.memory", "is not smaller than the GPU's memory");
     }
   }
-  inf.kv_cache.compression = build_compression(v);
+  inf.kv_cache.compression = read_kv_compression(v);
   if (v.given("inference.tiers.host_memory")) {
     inf.tiers.host_memory = v.bytes("inference.tiers.host_memory");
     if (*inf.tiers.host_memory > cluster.host.memory) {

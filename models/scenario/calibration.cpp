@@ -9,6 +9,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "models/kv/kv_method.h"
 #include "models/scenario/calibration_collectives.h"
 #include "models/scenario/did_you_mean.h"
 #include "models/scenario/yaml_limits.h"
@@ -137,13 +138,14 @@ void apply_calibration(const std::string& path, const ParamValues& scenario, Clu
   BytesPerSec ignored_read, ignored_write;
   known["nvme.read_bandwidth"] = {"cluster.nvme.read_bandwidth", bandwidth(c.nvme ? c.nvme->read_bandwidth : ignored_read)};
   known["nvme.write_bandwidth"] = {"cluster.nvme.write_bandwidth", bandwidth(c.nvme ? c.nvme->write_bandwidth : ignored_write)};
-  for (const char* format : kKvKernelFormats) {
+  for (const KvKernelFormat& kv_format : kv_kernel_formats()) {
+    const char* format = kv_format.name.c_str();  // the registry's: it outlives the lambdas
     for (const auto& entry : {std::pair{"decode_attention", &c.decode_attention_elements_per_s},
                               {"kv_write", &c.kv_write_elements_per_s}}) {
       // Named copies, not a structured binding: clang 14 cannot capture one in the lambda below.
       const char* kernel = entry.first;
       std::map<std::string, double>* rates = entry.second;
-      if (std::string(kernel) == "kv_write" && std::string(format) == "kivi_fp16") continue;  // no such kernel
+      if (std::string(kernel) == "kv_write" && !kv_format.write_kernel) continue;
       const std::string key = std::string("kernels.") + kernel + "." + format;
       known[key] = {"cluster." + key, Apply([rates, format, number](const YAML::Node& n, const SourceLocation& where,
                                                                       const std::string& k) {

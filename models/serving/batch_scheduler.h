@@ -29,7 +29,7 @@
 #include <optional>
 #include <vector>
 
-#include "models/kv/kv_compressor.h"
+#include "models/kv/kv_method.h"
 #include "models/scenario.h"
 #include "models/serving/iteration_cost.h"
 #include "models/serving/request_stream.h"

@@ -5,22 +5,12 @@
 #include <iterator>
 
 #include "models/comm/collective_model.h"
+#include "models/kv/kv_method.h"
 #include "models/memory/serving_memory.h"
 #include "models/model_facts.h"
 #include "models/serving/serving_gemms.h"
 
 namespace memtwin {
-
-std::string decode_kernel_format(const KvCacheSpec& kv) {
-  switch (kv.compression.method) {
-    case KvCompression::int8: return "int8";
-    case KvCompression::int4: return "int4";
-    case KvCompression::int2: return "int2";
-    case KvCompression::kivi: return "kivi" + std::to_string(kv.compression.bits);  // key groups and an fp16 residual
-    default:  // uncompressed vectors; the eviction methods keep fewer of them
-      return kv.dtype == KvDtype::fp8 ? "fp8" : "fp16";
-  }
-}
 
 namespace {
 
@@ -79,16 +69,14 @@ IterationModel::IterationModel(const Scenario& s) : s_(s) {
   // is ALU-bound on GPUs with few fp32 units for their bandwidth (README).
   constexpr double kDequantOpsPerElement = 5.0;
   const CompressionSpec& c = inf.kv_cache.compression;
-  const bool quantized_kv = c.method == KvCompression::kivi || c.method == KvCompression::int8 ||
-                            c.method == KvCompression::int4 || c.method == KvCompression::int2;
-  dequant_ops_per_element_ = quantized_kv ? kDequantOpsPerElement : 0.0;
+  const KvMethod& method = kv_method(c.method);
+  dequant_ops_per_element_ = method.quantizes() ? kDequantOpsPerElement : 0.0;
   // Weight-only int4 (W4A16) GEMMs dequantise every weight on the CUDA cores once per iteration
   // (the batch's rows share a dequantised tile); fp8 and int8 run on tensor cores of their own.
   weight_dequant_ops_ = inf.weight_dtype == WeightDtype::awq_int4 ? kDequantOpsPerElement * body_params_ / tp_ : 0.0;
-  selects_after_prefill_ = c.method == KvCompression::snapkv || c.method == KvCompression::pyramidkv ||
-                           c.method == KvCompression::entropy;
+  selects_after_prefill_ = method.selection == KvSelection::prompt_vote;
   selection_window_ = c.window > 0 ? c.window : 32;
-  if (c.method == KvCompression::h2o) {
+  if (method.selection == KvSelection::accumulated_scores) {
     // Each decode step writes every query head's attention probabilities (fp32), reads them back
     // into the per-KV-head accumulated scores (read and write) and scans the scores for the token
     // to evict; the scores' first read is in the cache bytes already.
@@ -119,7 +107,9 @@ IterationModel::IterationModel(const Scenario& s) : s_(s) {
   };
   decode_kernel_by_bytes_ = table_for(decode_kernel_format(inf.kv_cache));
   // KIVI's kernel reads its residual as fp16 vectors and its groups from codes, at rates of their own.
-  if (c.method == KvCompression::kivi) residual_kernel_by_bytes_ = table_for("kivi_fp16");
+  if (const std::string residual = residual_kernel_format(inf.kv_cache); !residual.empty()) {
+    residual_kernel_by_bytes_ = table_for(residual);
+  }
   auto write = s.cluster.kv_write_elements_per_s.find(decode_kernel_format(inf.kv_cache));
   if (write != s.cluster.kv_write_elements_per_s.end()) kv_write_elements_per_s_ = write->second;
 }

@@ -97,9 +97,4 @@ class IterationModel {
   double prompt_scoring_pairs_per_s_ = 0;    // measured H2O prompt scoring, 0: roofline
 };
 
-/// The name of the KV format a decode-attention kernel reads ("fp16", "int4", ...) for
-/// `cluster.kernels.decode_attention.NAME` (eviction methods read fp16 or fp8 vectors); empty for
-/// KIVI, whose kernel is not measured.
-std::string decode_kernel_format(const KvCacheSpec& kv);
-
 }  // namespace memtwin

@@ -1,6 +1,6 @@
 #include "models/serving/serving_report.h"
 
-#include "models/kv/kv_compressor.h"
+#include "models/kv/kv_method.h"
 
 #include <cmath>
 
