@@ -18,6 +18,7 @@
 #include "hw/process_memory.h"
 #include "models/analytic/memory_report.h"
 #include "models/analytic/model_report.h"
+#include "models/memory/out_of_memory.h"
 #include "models/memory/serving_memory.h"
 #include "models/serving/batch_scheduler.h"
 #include "models/serving/serving_report.h"
@@ -131,9 +132,10 @@ class HwBackend final : public Backend {
                                     {"fits", false},
                                     {"reserved_peak_bytes", served.allocator.peak_reserved},
                                     {"runtime_bytes", served.runtime_bytes},
-                                    {"out_of_memory", {{"tensor", o.tensor}, {"requested_bytes", o.requested},
-                                                       {"free_bytes", o.capacity - o.reserved}, {"capacity_bytes", o.capacity},
-                                                       {"iterations_done", served.iterations_done}}}};
+                                    {"out_of_memory", OutOfMemoryReport{0, "serving iteration", o.tensor, o.requested,
+                                                                        o.reserved, o.capacity, std::nullopt,
+                                                                        served.iterations_done}.to_json()}};
+      r.metrics["memory"]["fits"] = false;
       r.metrics["executed"] = {{"device", options_.device}, {"iterations", served.iterations_done}};
       r.notes.push_back("ran out of device memory after " + std::to_string(served.iterations_done) + " iteration(s): " + o.what());
       return r;
@@ -149,7 +151,8 @@ class HwBackend final : public Backend {
     gpu["kv_pool_bytes"] = served.kv_pool_bytes;
     gpu["measured_by"] = device.memory.measured_by + "; allocated/reserved from the caching allocator";
     r.metrics["memory"]["gpu"] = gpu;
-    r.metrics["memory"]["kv_cache"] = {{"capacity_blocks", memory.capacity_blocks}, {"block_bytes", memory.block_bytes.count()}};
+    r.metrics["memory"]["fits"] = true;
+    r.metrics["kv_cache"] = {{"capacity_blocks", memory.capacity_blocks}, {"block_bytes", memory.block_bytes.count()}};
     add_serving_results(r.metrics, r.notes, s, served.run);
     r.metrics["executed"] = {{"device", options_.device},
                              {"replicas", 1},
@@ -229,6 +232,7 @@ class HwBackend final : public Backend {
     gpu["runtime_bytes"] = m.runtime;
     gpu["measured_by"] = m.measured_by + " of the busiest rank; allocated/reserved from the caching allocator";
     r.metrics["memory"]["gpu"] = gpu;
+    r.metrics["memory"]["fits"] = true;
 
     const Training& t = *s.training;
     const double step_s = median(m.step_times);
@@ -325,10 +329,9 @@ class HwBackend final : public Backend {
                                   {"fits", false},
                                   {"reserved_peak_bytes", allocator.stats().peak_reserved},
                                   {"runtime_bytes", baseline},
-                                  {"out_of_memory", {{"rank", mpi.rank}, {"op", step.oom_op}, {"tensor", o.tensor},
-                                                     {"requested_bytes", o.requested},
-                                                     {"free_bytes", o.capacity - o.reserved},
-                                                     {"capacity_bytes", o.capacity}}}};
+                                  {"out_of_memory", OutOfMemoryReport{mpi.rank, step.oom_op, o.tensor, o.requested, o.reserved,
+                                                                      o.capacity, std::nullopt, std::nullopt}.to_json()}};
+    r.metrics["memory"]["fits"] = false;
     r.metrics["executed"] = {{"device", options_.device}, {"ranks", plan.ranks()}, {"plan_hash", plan.hash_hex()}};
     r.notes.push_back(std::string("ran out of device memory at ") + step.oom_op + ": " + o.what());
     r.abort_others = plan.ranks() > 1;

@@ -17,7 +17,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libsimgrid-dev libyaml-cpp-dev libboost-dev libboost-program-options-dev
   nlohmann-json3-dev catch2
-  python3 python3-matplotlib python3-numpy
+  python3 python3-matplotlib python3-numpy python3-jsonschema
   libopenmpi-dev openmpi-bin libopenblas-dev
 )
 # What `sanitize` and `fuzz` add: clang with its sanitizer and libFuzzer runtimes, and its OpenMP.

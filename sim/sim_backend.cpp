@@ -88,9 +88,7 @@ class SimBackend final : public Backend {
     r.fits = m.fits();
     if (step.oom) {
       const auto& o = *step.oom;
-      r.metrics["memory"]["gpu"]["out_of_memory"] = {{"rank", o.rank}, {"op", o.op}, {"tensor", o.tensor},
-                                                     {"requested_bytes", o.requested}, {"in_use_bytes", o.in_use},
-                                                     {"capacity_bytes", o.capacity}, {"at_s", o.at_s}};
+      r.metrics["memory"]["gpu"]["out_of_memory"] = o.to_json();
       r.notes.push_back("would run out of memory at " + o.op + ": " + o.tensor + " needs " +
                         human_bytes(Bytes(o.requested)) + " with " + human_bytes(Bytes(o.in_use)) + " of " +
                         human_bytes(Bytes(o.capacity)) + " in use");

@@ -258,7 +258,7 @@ class Simulation {
     state.by_category[tensor_category(op.tensor)] += delta;
     const std::int64_t capacity = s_.cluster.gpu.memory.count();
     if (delta > 0 && state.in_use > capacity && !result_.oom) {
-      result_.oom = OutOfMemory{rank, op.name, op.tensor, delta, state.in_use - delta, capacity, sg4::Engine::get_clock()};
+      result_.oom = OutOfMemoryReport{rank, op.name, op.tensor, delta, state.in_use - delta, capacity, sg4::Engine::get_clock(), std::nullopt};
     }
     if (rank == 0) {
       result_.memory_timeline.emplace_back(sg4::Engine::get_clock(), state.in_use);

@@ -15,19 +15,13 @@
 #include <string>
 #include <vector>
 
+#include "models/memory/out_of_memory.h"
 #include "models/plan/plan.h"
 #include "models/plan/step_trace.h"
 #include "models/scenario.h"
 
 namespace memtwin::sim {
 
-
-struct OutOfMemory {
-  int rank = 0;
-  std::string op, tensor;
-  std::int64_t requested = 0, in_use = 0, capacity = 0;
-  double at_s = 0;
-};
 
 struct StepSimulation {
   double step_s = 0;
@@ -38,7 +32,7 @@ struct StepSimulation {
   std::map<std::string, std::int64_t> breakdown_at_peak;  ///< bytes by category at that moment
   MemoryTimeline memory_timeline;                    ///< rank 0: (time, bytes in use)
   std::vector<StepTraceEvent> events;                    ///< ranks below `trace_ranks`
-  std::optional<OutOfMemory> oom;
+  std::optional<OutOfMemoryReport> oom;
   long flows = 0;
   long activities = 0;
   int simulated_ranks = 0;  ///< all ranks at full fidelity; two nodes per pipeline stage at fast fidelity

@@ -113,7 +113,10 @@ int cmd_validate(const Args& args) {
                                 {"device", device},
                                 {"ranks", ranks},
                                 {"plan_hash", *plan_hash_of(predicted)},
+                                {"predicted_plan_hash", *plan_hash_of(predicted)},
+                                {"measured_plan_hash", *plan_hash_of(measured)},
                                 {"metrics", comparison_json(rows)},
+                                {"not_compared", one_sided_json(one_sided_metrics(predicted, measured))},
                                 {"predicted_fits", predicted_run.fits},
                                 {"measured_fits", measured_run.exit_code != kDoesNotFit}};
   std::vector<ComparedMetric> deep_rows;
@@ -142,6 +145,7 @@ int cmd_validate(const Args& args) {
     std::cout << "memtwin validate '" << loaded.scenario.name << "': sim against " << device << " (" << ranks
               << " rank(s)), plan " << *plan_hash_of(predicted) << "\n\n";
     print_comparison(std::cout, rows, "predicted", "measured");
+    print_one_sided(std::cout, one_sided_metrics(predicted, measured));
     if (!deep_rows.empty()) {
       std::cout << "\nthe full model (" << full->scenario.model.layers << " layers): predicted, and measured at "
                 << loaded.scenario.model.layers << " and " << measured["depth_scaling"]["measured_layers"][0]
@@ -175,9 +179,14 @@ int cmd_compare(const Args& args) {
   require_same_plan(a, b);
   const auto rows = compare_results(a, b);
   if ((*vm)["json"].as<bool>()) {
-    std::cout << nlohmann::ordered_json{{"plan_hash", *plan_hash_of(a)}, {"metrics", comparison_json(rows)}}.dump(2) << "\n";
+    std::cout << nlohmann::ordered_json{{"plan_hash", *plan_hash_of(a)},
+                                        {"metrics", comparison_json(rows)},
+                                        {"not_compared", one_sided_json(one_sided_metrics(a, b))}}
+                     .dump(2)
+              << "\n";
   } else {
     print_comparison(std::cout, rows, a.value("backend", std::string("A")), b.value("backend", std::string("B")));
+    print_one_sided(std::cout, one_sided_metrics(a, b));
   }
   return kOk;
 }

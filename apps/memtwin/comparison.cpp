@@ -31,7 +31,7 @@ constexpr Compared kMetrics[] = {
     {"latency_s.tpot.p99", "s"},
     {"throughput.output_tokens_per_s", "1/s"},
     {"kv_cache.peak_utilization", ""},
-    {"kv_cache.preemptions", ""},
+    {"requests.preemptions", ""},
     {"prefix_cache.hit_rate", ""},
 };
 
@@ -59,19 +59,50 @@ void require_same_plan(const nlohmann::json& predicted, const nlohmann::json& me
   if (*a != *b) throw UsageError("the results ran different plans (" + *a + " and " + *b + "); they are not comparable");
 }
 
+namespace {
+
+// Every metric a comparison looks at: the list, then a serving run's compute by kind of work
+// (models/serving/iteration_ops.h).
+template <class Visit>
+void for_each_compared_metric(Visit visit) {
+  for (const auto& m : kMetrics) visit(std::string(m.metric), m.unit);
+  for (const char* kind : kIterationOpNames) visit(std::string("op_time_s.") + kind, "s");
+}
+
+}  // namespace
+
 std::vector<ComparedMetric> compare_results(const nlohmann::json& predicted, const nlohmann::json& measured) {
   std::vector<ComparedMetric> rows;
-  auto compare = [&](const std::string& metric, const char* unit) {
+  for_each_compared_metric([&](const std::string& metric, const char* unit) {
     const auto p = number_at(predicted, metric), q = number_at(measured, metric);
     if (!p || !q) return;
     ComparedMetric row{metric, unit, *p, *q, 0};
     row.error_pct = *q != 0 ? (*p - *q) / *q * 100 : (*p == 0 ? 0 : INFINITY);
     rows.push_back(row);
-  };
-  for (const auto& m : kMetrics) compare(m.metric, m.unit);
-  // A serving run's compute by kind of work (models/serving/iteration_ops.h), where both sides have it.
-  for (const char* kind : kIterationOpNames) compare(std::string("op_time_s.") + kind, "s");
+  });
   return rows;
+}
+
+std::vector<OneSidedMetric> one_sided_metrics(const nlohmann::json& predicted, const nlohmann::json& measured) {
+  std::vector<OneSidedMetric> out;
+  for_each_compared_metric([&](const std::string& metric, const char*) {
+    const bool p = number_at(predicted, metric).has_value(), q = number_at(measured, metric).has_value();
+    if (p != q) out.push_back({metric, p ? "predicted" : "measured"});
+  });
+  return out;
+}
+
+void print_one_sided(std::ostream& out, const std::vector<OneSidedMetric>& metrics) {
+  if (metrics.empty()) return;
+  out << "not compared, in one result only:";
+  for (const auto& m : metrics) out << " " << m.metric << " (" << m.only_in << ")";
+  out << "\n";
+}
+
+nlohmann::ordered_json one_sided_json(const std::vector<OneSidedMetric>& metrics) {
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const auto& m : metrics) list.push_back({{"metric", m.metric}, {"only_in", m.only_in}});
+  return list;
 }
 
 void print_comparison(std::ostream& out, const std::vector<ComparedMetric>& rows, const std::string& predicted_label,

@@ -29,6 +29,17 @@ void require_same_plan(const nlohmann::json& predicted, const nlohmann::json& me
 /// Every metric of the comparison list that both results hold.
 std::vector<ComparedMetric> compare_results(const nlohmann::json& predicted, const nlohmann::json& measured);
 
+/// A metric of the comparison list that only one result holds: said, never skipped silently.
+struct OneSidedMetric {
+  std::string metric;
+  std::string only_in;  ///< "predicted" or "measured" (the first or second result)
+};
+std::vector<OneSidedMetric> one_sided_metrics(const nlohmann::json& predicted, const nlohmann::json& measured);
+/// "not compared, in one result only: ..." (nothing when every metric was compared).
+void print_one_sided(std::ostream& out, const std::vector<OneSidedMetric>& metrics);
+/// [{"metric", "only_in"}...]
+nlohmann::ordered_json one_sided_json(const std::vector<OneSidedMetric>& metrics);
+
 void print_comparison(std::ostream& out, const std::vector<ComparedMetric>& rows, const std::string& predicted_label,
                       const std::string& measured_label);
 
