@@ -21,6 +21,7 @@
 #include "models/memory/out_of_memory.h"
 #include "models/memory/serving_memory.h"
 #include "models/serving/batch_scheduler.h"
+#include "models/serving/iteration_plan.h"
 #include "models/serving/serving_report.h"
 #include "models/plan/step_trace.h"
 #include "models/plan/training_plan.h"
@@ -158,8 +159,11 @@ class HwBackend final : public Backend {
                              {"replicas", 1},
                              {"iterations", served.run.iterations},
                              {"requests", static_cast<std::int64_t>(served.run.requests.size())},
-                             {"plan_hash", serving_plan_hash(s, generate_requests(*s.inference, s.seed), memory.capacity_blocks,
-                                                             memory.block_bytes.as_double())}};
+                             {"plan_hash", iteration_plan_hash(serving_plan_hash(s, generate_requests(*s.inference, s.seed),
+                                                                                 memory.capacity_blocks,
+                                                                                 memory.block_bytes.as_double()),
+                                                               served.run.executed_ops)},
+                             {"iteration_ops", served.run.executed_ops}};
     r.notes.push_back("measured on " + device.description + "; requests released at their arrival times on the wall clock");
     const auto run = std::make_shared<const ServingRun>(std::move(served.run));
     r.files["requests.csv"] = [run] { return requests_csv(*run); };

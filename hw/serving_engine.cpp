@@ -306,11 +306,11 @@ ServingMeasurement serve_on_device(const Scenario& s, ServingDevice& device) {
   out.run = start_serving_run(generate_requests(inf, s.seed));
   ServingRun& run = out.run;
   run.capacity_blocks = memory.capacity_blocks;
-  // Where the device's calls can be timed one by one, each kind of work is (validate compares each
-  // with what the simulator priced); the host's share is what a forward pass spends outside them.
-  std::optional<TimedServingKernels> timed;
-  if (device.kernels->synchronous()) timed.emplace(*device.kernels, run.op_seconds);
-  ServingKernels& kernels = timed ? static_cast<ServingKernels&>(*timed) : *device.kernels;
+  // Every op is recorded (the plan hash says what ran); where the device's calls can be timed one by
+  // one, each kind of work is (validate compares each with what the simulator priced), and the
+  // host's share is what a forward pass spends outside them.
+  TimedServingKernels timed(*device.kernels, run.op_seconds, run.executed_ops);
+  ServingKernels& kernels = timed;
   try {
     const auto kv = make_kv_compressor(inf.kv_cache.compression, serving_kv_shape(s));
     DeviceModel model(s, *kv, allocator, kernels, memory.capacity_blocks, memory.weights.count(),
@@ -358,9 +358,9 @@ ServingMeasurement serve_on_device(const Scenario& s, ServingDevice& device) {
       // Swaps and the host tier's prefix traffic cross the host link before the iteration.
       const double moved = it->swap_out_bytes + it->swap_in_bytes + it->tier.gpu_to_host + it->tier.host_to_gpu;
       if (moved > 0) device.kernels->swap(static_cast<std::int64_t>(moved));
-      const double in_kernels = timed ? timed->kernel_seconds() : 0.0, forward_began = now();
+      const double in_kernels = timed.kernel_seconds(), forward_began = now();
       model.forward(*it, blocks, layer_blocks ? &*layer_blocks : nullptr);
-      if (timed) run.op_seconds[IterationOp::host] += (now() - forward_began) - (timed->kernel_seconds() - in_kernels);
+      if (timed.timing()) run.op_seconds[IterationOp::host] += (now() - forward_began) - (timed.kernel_seconds() - in_kernels);
       scheduler.complete(*it, started, now());
     }
     run.makespan_s = now();

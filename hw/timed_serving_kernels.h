@@ -1,28 +1,37 @@
 #pragma once
-// A device's serving kernels, timed call by call and summed by kind of work
-// (models/serving/iteration_ops.h), so that `memtwin validate` can compare each kind of work with
-// what the simulator priced for it. It wraps the device's kernels and forwards every call.
-//
-// Contract: only for devices whose calls return when their work is done (ServingKernels::
-// synchronous(): the host device); an asynchronous device's calls return at launch, and timing
-// them would need a synchronisation per call that changes what is measured.
+// A device's serving kernels, observed call by call: every op's signature is recorded
+// (models/serving/iteration_plan.h: the GEMM's shape, the cache format), so that the run's plan
+// hash says which ops the engine executed; and on a device whose calls return when their work is
+// done (ServingKernels::synchronous(): the host device) each call is timed and summed by kind of
+// work, so that `memtwin validate` can compare each kind with what the simulator priced for it. An
+// asynchronous device's calls return at launch; timing them would need a synchronisation per call
+// that changes what is measured, so they are not timed. It wraps the device's kernels and forwards
+// every call.
 #include <chrono>
+#include <set>
+#include <string>
 
 #include "hw/serving_kernels.h"
-#include "models/serving/iteration_ops.h"
+#include "models/serving/iteration_plan.h"
 
 namespace memtwin::hw {
 
 class TimedServingKernels final : public ServingKernels {
  public:
-  TimedServingKernels(ServingKernels& device, IterationOpSeconds& into) : device_(device), into_(into) {}
+  /// Records the signature of every op into `ops`, and times the calls into `into` where the device
+  /// is synchronous.
+  TimedServingKernels(ServingKernels& device, IterationOpSeconds& into, std::set<std::string>& ops)
+      : device_(device), into_(into), ops_(ops), timing_(device.synchronous()) {}
 
+  /// Whether calls are timed (op_seconds and kernel_seconds are filled).
+  [[nodiscard]] bool timing() const { return timing_; }
   /// Seconds inside the device's kernels so far (every kind).
   [[nodiscard]] double kernel_seconds() const { return kernel_seconds_; }
 
   void gemm(int rows, int cols, int inner, const float* a, int lda, const float* b, int ldb, float beta, float* c,
             int ldc) override {
-    timed(IterationOp::weight_gemm, [&] { device_.gemm(rows, cols, inner, a, lda, b, ldb, beta, c, ldc); });
+    timed(IterationOp::weight_gemm, std::to_string(inner) + "x" + std::to_string(cols),
+          [&] { device_.gemm(rows, cols, inner, a, lda, b, ldb, beta, c, ldc); });
   }
   void fill(float* x, std::int64_t count, float value) override {
     timed(IterationOp::elementwise, [&] { device_.fill(x, count, value); });
@@ -41,10 +50,11 @@ class TimedServingKernels final : public ServingKernels {
   }
   void write_paged(const float* values, const std::int64_t* slot_mapping, int tokens, const kernels::PagedShape& shape,
                    std::uint8_t* cache) override {
-    timed(IterationOp::kv_write, [&] { device_.write_paged(values, slot_mapping, tokens, shape, cache); });
+    timed(IterationOp::kv_write, kernels::element_name(shape.format.element),
+          [&] { device_.write_paged(values, slot_mapping, tokens, shape, cache); });
   }
   void decode_attention(const kernels::DecodeAttentionArgs& a) override {
-    timed(IterationOp::decode_attention, [&] { device_.decode_attention(a); });
+    timed(IterationOp::decode_attention, kernels::element_name(a.shape.format.element), [&] { device_.decode_attention(a); });
   }
   [[nodiscard]] bool supports_score_eviction() const override { return device_.supports_score_eviction(); }
   void clear_scores(const kernels::PagedScores& scores, const std::int64_t* slot_mapping, int tokens) override {
@@ -75,14 +85,14 @@ class TimedServingKernels final : public ServingKernels {
   }
   [[nodiscard]] bool supports_kivi() const override { return device_.supports_kivi(); }
   void kivi_append(const kernels::KiviAppendArgs& a) override {
-    timed(IterationOp::kv_write, [&] { device_.kivi_append(a); });
+    timed(IterationOp::kv_write, kivi_format(a.shape), [&] { device_.kivi_append(a); });
   }
   void kivi_stage_residual(const std::uint8_t* cache, const std::int32_t* block_table, std::int64_t tokens,
                            const kernels::KiviPagedShape& shape, std::uint16_t* out) override {
-    timed(IterationOp::kv_write, [&] { device_.kivi_stage_residual(cache, block_table, tokens, shape, out); });
+    timed(IterationOp::kv_write, kivi_format(shape), [&] { device_.kivi_stage_residual(cache, block_table, tokens, shape, out); });
   }
   void kivi_decode_attention(const kernels::KiviDecodeArgs& a) override {
-    timed(IterationOp::decode_attention, [&] { device_.kivi_decode_attention(a); });
+    timed(IterationOp::decode_attention, kivi_format(a.shape), [&] { device_.kivi_decode_attention(a); });
   }
   void prefill_attention(std::int64_t queries, std::int64_t keys, int head_dim, int heads) override {
     timed(IterationOp::prefill_attention, [&] { device_.prefill_attention(queries, keys, head_dim, heads); });
@@ -96,8 +106,15 @@ class TimedServingKernels final : public ServingKernels {
   [[nodiscard]] bool synchronous() const override { return device_.synchronous(); }
 
  private:
+  static std::string kivi_format(const kernels::KiviPagedShape& shape) { return "kivi" + std::to_string(shape.bits); }
   template <class F>
   void timed(IterationOp op, F&& call) {
+    timed(op, std::string(), std::forward<F>(call));
+  }
+  template <class F>
+  void timed(IterationOp op, const std::string& detail, F&& call) {
+    ops_.insert(op_signature(op, detail));
+    if (!timing_) return call();
     const auto start = std::chrono::steady_clock::now();
     call();
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -106,6 +123,8 @@ class TimedServingKernels final : public ServingKernels {
   }
   ServingKernels& device_;
   IterationOpSeconds& into_;
+  std::set<std::string>& ops_;
+  bool timing_ = false;
   double kernel_seconds_ = 0;
 };
 

@@ -19,6 +19,18 @@ namespace memtwin::kernels {
 
 enum class KvElement { fp16, fp8, int8, int4, int2 };
 
+/// The element's name, as the KV formats of calibration keys spell it (cluster.kernels.*.FORMAT).
+inline const char* element_name(KvElement e) {
+  switch (e) {
+    case KvElement::fp16: return "fp16";
+    case KvElement::fp8: return "fp8";
+    case KvElement::int8: return "int8";
+    case KvElement::int4: return "int4";
+    case KvElement::int2: return "int2";
+  }
+  return "fp16";
+}
+
 struct KvFormat {
   KvElement element = KvElement::fp16;
   int head_dim = 128;

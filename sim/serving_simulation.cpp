@@ -11,6 +11,7 @@
 #include "models/memory/serving_memory.h"
 #include "models/serving/batch_scheduler.h"
 #include "models/serving/iteration_cost.h"
+#include "models/serving/iteration_plan.h"
 #include "models/serving/request_stream.h"
 #include "sim/collectives.h"
 #include "sim/engine_setup.h"
@@ -41,7 +42,7 @@ class VirtualEngine {
   VirtualEngine(int replica, int engine, const Scenario& s, const IterationModel& model, const KvCompressor& kv,
                 ServingRun& out, std::int64_t capacity_blocks, double block_bytes, const Platform& platform,
                 const Placement& placement)
-      : s_(s), model_(model), out_(out),
+      : s_(s), model_(model), plan_(s), out_(out),
         scheduler_(replica, s, kv, out, capacity_blocks, block_bytes, engine, static_cast<int>(placement.stages.size())),
         platform_(platform), placement_(placement) {}
 
@@ -73,6 +74,7 @@ class VirtualEngine {
       const IterationOpSeconds work = model_.compute_breakdown(it->load);
       run_stages(it->load, work.total());
       out_.op_seconds += work;
+      out_.planned_op_kinds |= plan_.kinds(it->load);
       scheduler_.complete(*it, began, sg4::Engine::get_clock());
     }
     ended_s_ = sg4::Engine::get_clock();
@@ -157,6 +159,7 @@ class VirtualEngine {
   }
   const Scenario& s_;
   const IterationModel& model_;
+  const IterationPlan plan_;  // which ops each iteration runs (the plan hash names them)
   ServingRun& out_;
   BatchScheduler scheduler_;
   const Platform& platform_;

@@ -13,6 +13,7 @@
 #include "models/unit_parse.h"
 #include "models/memory/serving_memory.h"
 #include "models/serving/batch_scheduler.h"
+#include "models/serving/iteration_plan.h"
 #include "models/serving/serving_report.h"
 #include "models/validation/prediction_interval.h"
 #include "sim/serving_simulation.h"
@@ -33,10 +34,14 @@ class SimBackend final : public Backend {
     // Shared by the files' writers, which run only if a run directory is written.
     const auto run = std::make_shared<const ServingRun>(sim::simulate_serving(s));
     add_serving_results(r.metrics, r.notes, s, *run);
+    const std::set<std::string> ops = IterationPlan(s).signatures(run->planned_op_kinds);
     r.metrics["simulated"] = {{"replicas", s.inference->serving.replicas}, {"iterations", run->iterations},
                               {"requests", static_cast<std::int64_t>(run->requests.size())},
-                              {"plan_hash", serving_plan_hash(s, generate_requests(*s.inference, s.seed),
-                                                              memory.capacity_blocks, memory.block_bytes.as_double())}};
+                              {"plan_hash", iteration_plan_hash(serving_plan_hash(s, generate_requests(*s.inference, s.seed),
+                                                                                  memory.capacity_blocks,
+                                                                                  memory.block_bytes.as_double()),
+                                                                ops)},
+                              {"iteration_ops", ops}};
     r.files["requests.csv"] = [run] { return requests_csv(*run); };
     r.files["kv_timeline.csv"] = [run] {
       std::ostringstream kv;

@@ -1,6 +1,9 @@
 #include "apps/memtwin/comparison.h"
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <set>
 #include <cstdio>
 #include <ostream>
 #include <string>
@@ -53,10 +56,43 @@ std::optional<std::string> plan_hash_of(const nlohmann::json& result) {
   return std::nullopt;
 }
 
+namespace {
+
+// A serving result's ops (simulated.iteration_ops or executed.iteration_ops), empty if it lists none.
+std::set<std::string> iteration_ops_of(const nlohmann::json& result) {
+  std::set<std::string> ops;
+  for (const char* path : {"simulated.iteration_ops", "executed.iteration_ops"}) {
+    const nlohmann::json* node = find_path(result, path);
+    if (node && node->is_array())
+      for (const auto& op : *node)
+        if (op.is_string()) ops.insert(op.get<std::string>());
+  }
+  return ops;
+}
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
+  return out;
+}
+
+}  // namespace
+
 void require_same_plan(const nlohmann::json& predicted, const nlohmann::json& measured) {
   const auto a = plan_hash_of(predicted), b = plan_hash_of(measured);
   if (!a || !b) throw UsageError("a result does not name the plan it ran (simulated.plan_hash or executed.plan_hash)");
-  if (*a != *b) throw UsageError("the results ran different plans (" + *a + " and " + *b + "); they are not comparable");
+  if (*a == *b) return;
+  std::string why;
+  const std::set<std::string> planned = iteration_ops_of(predicted), ran = iteration_ops_of(measured);
+  if (!planned.empty() && !ran.empty() && planned != ran) {
+    // A serving plan names its ops: say which differ, since that is where the engines disagree.
+    std::vector<std::string> only_first, only_second;
+    std::set_difference(planned.begin(), planned.end(), ran.begin(), ran.end(), std::back_inserter(only_first));
+    std::set_difference(ran.begin(), ran.end(), planned.begin(), planned.end(), std::back_inserter(only_second));
+    if (!only_first.empty()) why += "; only the first ran " + joined(only_first);
+    if (!only_second.empty()) why += "; only the second ran " + joined(only_second);
+  }
+  throw UsageError("the results ran different plans (" + *a + " and " + *b + ")" + why + "; they are not comparable");
 }
 
 namespace {

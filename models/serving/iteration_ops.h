@@ -5,6 +5,7 @@
 // (`op_time_s.KIND`), so that a serving error points at the work that causes it.
 #include <array>
 #include <cstddef>
+#include <cstdint>
 
 namespace memtwin {
 
@@ -23,6 +24,10 @@ enum class IterationOp : std::size_t {
 inline constexpr std::size_t kIterationOps = static_cast<std::size_t>(IterationOp::count);
 inline constexpr std::array<const char*, kIterationOps> kIterationOpNames = {
     "weight_gemm", "decode_attention", "prefill_attention", "kv_write", "kv_selection", "score_upkeep", "elementwise", "host"};
+
+/// A set of kinds, one bit each.
+using IterationOpKinds = std::uint32_t;
+constexpr IterationOpKinds op_bit(IterationOp op) { return IterationOpKinds{1} << static_cast<std::size_t>(op); }
 
 /// Seconds by kind, summed over iterations (per GPU of a replica, over every replica).
 struct IterationOpSeconds {

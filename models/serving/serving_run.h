@@ -3,6 +3,8 @@
 // simulator (sim/serving_simulation.h) and by the hardware backend's engine (hw/host), read by one
 // report (serving_report.h), so both give the same result fields by construction.
 #include <cstdint>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "models/serving/iteration_ops.h"
@@ -71,6 +73,10 @@ struct ServingRun {
   /// Every iteration's compute by kind of work: priced (simulator) or timed (a device whose
   /// kernels can be timed one call at a time); all zero where not known.
   IterationOpSeconds op_seconds;
+  /// The simulator: the kinds of work its iterations planned (iteration_plan.h expands them to ops).
+  IterationOpKinds planned_op_kinds = 0;
+  /// A hardware engine: the signature of every op it executed (iteration_plan.h), call by call.
+  std::set<std::string> executed_ops;
 };
 
 }  // namespace memtwin

@@ -5,6 +5,7 @@
 // nothing else competes for the cores it measures.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -363,4 +364,62 @@ TEST_CASE("memtwin-device measures without SimGrid: the hardware backend by defa
   auto sim = memtwin::test::run_memtwin_device({"run", serve, "--backend", "sim"});
   CHECK(sim.exit_code == 2);
   CHECK_THAT(sim.err, Catch::Contains("without SimGrid"));
+}
+
+TEST_CASE("the host engine executes exactly the ops the simulator plans, for every KV method it runs", "[unit]") {
+  // One engine rule per method (models/kv): the simulator's planned ops (GEMM shapes, cache formats,
+  // selection and score upkeep) and the ops the engine called must be the same set, so that the two
+  // plan hashes agree and validate compares them.
+  const std::string serve = source_path("scenarios/host/serve-fp16-kv.yaml");
+  const std::vector<std::string> methods = {"{method: none}",
+                                            "{method: int8}",
+                                            "{method: int4}",
+                                            "{method: int2}",
+                                            "{method: kivi, bits: 2}",
+                                            "{method: kivi, bits: 4}",
+                                            "{method: streaming, sinks: 4, window: 60}",
+                                            "{method: h2o, heavy_ratio: 0.2, recent_ratio: 0.1}",
+                                            "{method: snapkv, budget: 64, window: 16}",
+                                            "{method: pyramidkv, budget: 64, window: 16}"};
+  for (const std::string& method : methods) {
+    INFO(method);
+    // KIVI's key groups of 32 tokens must not straddle two blocks.
+    const std::string block = method.find("kivi") != std::string::npos ? "32" : "16";
+    const std::vector<std::string> set = {"--set", "inference.kv_cache.compression=" + method, "--set",
+                                          "inference.workload.requests=6", "--set", "inference.serving.block_size=" + block,
+                                          "--json"};
+    std::vector<std::string> sim = {"run", serve, "--backend", "sim"}, hw = {"run", serve, "--backend", "hw"};
+    sim.insert(sim.end(), set.begin(), set.end());
+    hw.insert(hw.end(), set.begin(), set.end());
+    const auto predicted = run_memtwin(sim), measured = run_memtwin(hw);
+    REQUIRE(predicted.exit_code == 0);
+    REQUIRE(measured.exit_code == 0);
+    const auto p = nlohmann::json::parse(predicted.out), m = nlohmann::json::parse(measured.out);
+    const auto& planned = p["simulated"]["iteration_ops"];
+    CHECK(planned == m["executed"]["iteration_ops"]);
+    CHECK(p["simulated"]["plan_hash"] == m["executed"]["plan_hash"]);
+    // Every weight GEMM of the model and the cache format's attention are in the plan.
+    CHECK(planned.size() >= 8);
+  }
+}
+
+TEST_CASE("compare says which ops two serving plans differ in", "[unit]") {
+  const fs::path dir = fs::temp_directory_path() / "memtwin-compare-ops";
+  fs::create_directories(dir);
+  const auto a = run_memtwin({"run", source_path("scenarios/host/serve-fp16-kv.yaml"), "--json", "--set", "inference.workload.requests=4"});
+  REQUIRE(a.exit_code == 0);
+  nlohmann::json first = nlohmann::json::parse(a.out), second = first;
+  // The same run, but an engine that wrote its cache as int8 and called one GEMM more.
+  auto& ops = second["simulated"]["iteration_ops"];
+  ops.erase(std::find(ops.begin(), ops.end(), "kv_write fp16"));
+  ops.push_back("kv_write int8");
+  ops.push_back("weight_gemm 7x7");
+  second["simulated"]["plan_hash"] = "0123456789abcdef";
+  std::ofstream(dir / "a.json") << first.dump();
+  std::ofstream(dir / "b.json") << second.dump();
+  const auto r = run_memtwin({"compare", (dir / "a.json").string(), (dir / "b.json").string()});
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("only the first ran kv_write fp16") &&
+                        Catch::Contains("only the second ran kv_write int8, weight_gemm 7x7"));
+  fs::remove_all(dir);
 }

@@ -1,0 +1,47 @@
+#pragma once
+// A serving iteration's plan: which ops it runs for its batch, named the same way by the
+// simulator, which prices them (iteration_cost.h), and by a hardware engine, which records every
+// op it executes (hw/timed_serving_kernels.h). An op's signature is its kind and what tells ops of
+// that kind apart: a weight GEMM's shape ("weight_gemm 4096x6144": inner x outputs on one tensor
+// rank), the cache format an attention or cache-write kernel runs on ("decode_attention int4").
+//
+// A run's plan hash is the workload and engine rules (serving_plan_hash) together with the
+// signatures of every op the run executed: the simulator's from the ops its iterations planned, the
+// engine's from the calls it made. Equal hashes mean both ran the same requests under the same
+// rules through the same ops, which is what `memtwin validate` requires before comparing them.
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "models/kv/kv_method.h"
+#include "models/scenario.h"
+#include "models/serving/iteration_cost.h"
+#include "models/serving/iteration_ops.h"
+
+namespace memtwin {
+
+/// "KIND" or "KIND DETAIL", the kind as kIterationOpNames spells it.
+std::string op_signature(IterationOp kind, const std::string& detail = "");
+
+class IterationPlan {
+ public:
+  explicit IterationPlan(const Scenario& s);
+  /// The kinds of work an iteration with this load runs: weight GEMMs, elementwise work and cache
+  /// writes for any token; prefill attention for prompt tokens; decode attention for decoding
+  /// sequences; the method's selection (a prompt-voting method when a prompt completes, H2O's
+  /// prompt scoring while prompts are prefilled) and H2O's score upkeep for every written token.
+  [[nodiscard]] IterationOpKinds kinds(const IterationLoad& load) const;
+  /// The signatures of those kinds' ops under this scenario.
+  [[nodiscard]] std::set<std::string> signatures(IterationOpKinds kinds) const;
+
+ private:
+  std::vector<std::string> gemms_;  // the weight GEMMs' shapes on one tensor rank
+  std::string attention_format_;    // decode attention's and the cache write's format
+  KvSelection selection_ = KvSelection::all;
+};
+
+/// The plan hash of a serving run: its workload and engine rules (serving_plan_hash) and its ops.
+std::string iteration_plan_hash(const std::string& serving_hash, const std::set<std::string>& ops);
+
+}  // namespace memtwin
