@@ -5,9 +5,11 @@
 
 Runs each backend on training and serving scenarios (runs that fit, and runs out of memory on the
 simulator and on the host device), `memtwin validate` on both workloads and
-`memtwin sweep` with points that fit, do not fit and are invalid, then validates every
-result.json, validation.json and points.jsonl line against docs/schema/result.schema.json,
-validation.schema.json and sweep-point.schema.json. The schemas are checked to refuse a broken
+`memtwin sweep` with points that fit, do not fit and are invalid, and `memtwin run --emit-plan` on
+training and serving, then validates every result.json, validation.json, points.jsonl line and
+emitted plan against docs/schema/result.schema.json, validation.schema.json,
+sweep-point.schema.json, training-plan.schema.json and iteration-plan.schema.json (and that an
+emitted Plan has its run's hash, an iteration plan the ops its run executed). The schemas are checked to refuse a broken
 document too, so that the check can fail.
 """
 import copy
@@ -42,6 +44,8 @@ def main():
     point = load_schema(source, "sweep-point.schema.json")
     point["properties"]["result"] = {"type": "object"}  # each result is checked against its own schema below
     point_schema = Draft202012Validator(point)
+    training_plan_schema = Draft202012Validator(load_schema(source, "training-plan.schema.json"))
+    iteration_plan_schema = Draft202012Validator(load_schema(source, "iteration-plan.schema.json"))
 
     documents = []  # (what, schema, document)
     few = ["--set", "inference.workload.requests=24"]
@@ -86,6 +90,24 @@ def main():
                 documents.append((f"sweep point {entry['point']}: result", result_schema, entry["result"]))
         if statuses != {"ok", "does_not_fit", "invalid"}:
             raise SystemExit(f"the sweep was meant to hold a point that fits, one that does not and an invalid one; got {statuses}")
+
+        # --emit-plan: the training Plan (its hash is the run's) and the serving iteration plan (its ops
+        # are the ones the run names).
+        for what, scenario, extra in [("quick-start", "scenarios/quickstart.yaml", []),
+                                      ("ZeRO-2 with offload", "scenarios/training/llama2-70b-zero2-offload-64xh100.yaml", []),
+                                      ("H2O serving", "scenarios/host/serve-h2o-kv.yaml", few)]:
+            emitted = scratch / "plan.json"
+            ran = json.loads(run(binary, source, ["run", scenario, "--json", *extra, "--emit-plan", str(emitted)]).stdout)
+            plan = json.loads(emitted.read_text())
+            if "programs" in plan:
+                documents.append((f"--emit-plan {what}", training_plan_schema, plan))
+                if plan["plan_hash"] != ran["simulated"]["plan_hash"]:
+                    raise SystemExit(f"--emit-plan {what}: plan hash {plan['plan_hash']}, the run's {ran['simulated']['plan_hash']}")
+            else:
+                documents.append((f"--emit-plan {what}", iteration_plan_schema, plan))
+                planned = {op["signature"] for op in plan["ops"]}
+                if not set(ran["simulated"]["iteration_ops"]) <= planned:
+                    raise SystemExit(f"--emit-plan {what}: the run executed ops the plan does not list")
 
     failures = 0
     for what, schema, document in documents:

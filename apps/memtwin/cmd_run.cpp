@@ -10,6 +10,9 @@
 #include "apps/memtwin/run_directory.h"
 #include "apps/memtwin/text_report.h"
 #include "hw/host/mpi_collectives.h"
+#include "models/plan/plan_json.h"
+#include "models/plan/training_plan.h"
+#include "models/serving/iteration_plan.h"
 #include "models/serving/request_stream.h"
 #include "models/result.h"
 #include "models/scenario_loader.h"
@@ -34,6 +37,16 @@ void add_scenario_options(po::options_description& options, po::positional_optio
   positional.add("scenario", 1);
 }
 
+// The plan the backends execute, as JSON: the training Plan (streamed: it can hold millions of
+// ops) or the serving iteration plan.
+void emit_plan(const std::string& path, const Scenario& s) {
+  std::ofstream out(path);
+  if (!out) throw UsageError("--emit-plan: cannot write " + path);
+  if (s.training) write_training_plan_json(out, build_training_plan(s));
+  else out << IterationPlan(s).to_json().dump(2) << "\n";
+  if (!out) throw UsageError("--emit-plan: writing " + path + " failed");
+}
+
 }  // namespace
 
 int cmd_run(const Args& args) {
@@ -49,9 +62,11 @@ int cmd_run(const Args& args) {
       ("layers", po::value<int>(), "hw backend, training: run N of the model's layers (and max(2 x pipeline stages, N/2) too) and extrapolate "
                                    "step time and peak memory to all of them (depth_scaling)")
       ("json", po::bool_switch(), "print exactly one JSON document (memtwin.result/1) on stdout")
-      ("out", po::value<std::string>(), "directory for output files (result.json, ...)");
+      ("out", po::value<std::string>(), "directory for output files (result.json, ...)")
+      ("emit-plan", po::value<std::string>(), "write what runs as JSON to FILE: the training Plan (memtwin.training_plan/1) "
+                                             "or the serving iteration plan (memtwin.iteration_plan/1)");
   auto vm = parse_args(args, options, positional,
-                       "usage: memtwin run [SCENARIO] [--set KEY=VALUE]... [--backend NAME] [--device D] [--steps N] [--layers N] [--json] [--out DIR]\n\n"
+                       "usage: memtwin run [SCENARIO] [--set KEY=VALUE]... [--backend NAME] [--device D] [--steps N] [--layers N] [--json] [--out DIR] [--emit-plan FILE]\n\n"
                        "Predicts memory (and, with the sim backend, time) for the scenario. Exit code 3 when\n"
                        "it does not fit in memory; the result is printed all the same.");
   if (!vm) return kOk;
@@ -74,6 +89,7 @@ int cmd_run(const Args& args) {
   nlohmann::ordered_json doc = result_document(loaded, result);
 
   if (vm->count("out")) write_run_directory((*vm)["out"].as<std::string>(), doc, result);
+  if (vm->count("emit-plan")) emit_plan((*vm)["emit-plan"].as<std::string>(), loaded.scenario);
   if ((*vm)["json"].as<bool>()) {
     std::cout << doc.dump(2) << "\n";
   } else {

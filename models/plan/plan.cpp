@@ -56,6 +56,7 @@ std::uint64_t Plan::hash() const {
       f.add(op.tag);
       f.add(op.tensor);
       f.add(op.size.count());
+      if (op.kind == OpKind::copy) f.add(static_cast<std::int64_t>(op.direction));
     }
   }
   for (int p : program_of_rank) f.add(static_cast<std::int64_t>(p));

@@ -13,7 +13,9 @@ std::string op_signature(IterationOp kind, const std::string& detail) {
 
 IterationPlan::IterationPlan(const Scenario& s)
     : attention_format_(decode_kernel_format(s.inference->kv_cache)),
-      selection_(kv_method(s.inference->kv_cache.compression.method).selection) {
+      selection_(kv_method(s.inference->kv_cache.compression.method).selection),
+      method_(kv_method(s.inference->kv_cache.compression.method).name()),
+      tensor_parallel_(s.inference->serving.tensor_parallel) {
   for (const ServingGemm& g : serving_weight_gemms(s.model, s.inference->serving.tensor_parallel)) {
     gemms_.push_back(std::to_string(g.inner) + "x" + std::to_string(g.outputs));
   }
@@ -49,6 +51,42 @@ std::set<std::string> IterationPlan::signatures(IterationOpKinds kinds) const {
     }
   }
   return out;
+}
+
+nlohmann::ordered_json IterationPlan::to_json() const {
+  // When each kind runs: the rules kinds() applies.
+  auto when = [&](IterationOp op) -> std::string {
+    switch (op) {
+      case IterationOp::weight_gemm:
+      case IterationOp::elementwise:
+      case IterationOp::kv_write: return "every iteration with a token to compute";
+      case IterationOp::prefill_attention: return "iterations with prompt tokens";
+      case IterationOp::decode_attention: return "iterations with decoding sequences";
+      case IterationOp::kv_selection:
+        return selection_ == KvSelection::prompt_vote ? "iterations in which a prompt's prefill completes"
+                                                      : "iterations with prompt tokens (scoring them)";
+      case IterationOp::score_upkeep: return "every iteration with a token to compute";
+      default: return "";
+    }
+  };
+  IterationOpKinds all = 0;
+  IterationLoad busiest;  // prompt tokens that complete, and decodes: every kind the method has
+  busiest.prefill_tokens = 1;
+  busiest.decode_sequences = 1;
+  busiest.completed_prompt_tokens = 1;
+  all = kinds(busiest);
+  nlohmann::ordered_json ops = nlohmann::ordered_json::array();
+  for (std::size_t i = 0; i < kIterationOps; ++i) {
+    const auto op = static_cast<IterationOp>(i);
+    if (!(all & op_bit(op))) continue;
+    for (const std::string& signature : signatures(op_bit(op))) {
+      ops.push_back({{"kind", kIterationOpNames[i]}, {"signature", signature}, {"runs_when", when(op)}});
+    }
+  }
+  return {{"schema", "memtwin.iteration_plan/1"},
+          {"kv_method", method_},
+          {"tensor_parallel", tensor_parallel_},
+          {"ops", ops}};
 }
 
 std::string iteration_plan_hash(const std::string& serving_hash, const std::set<std::string>& ops) {

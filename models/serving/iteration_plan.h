@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "models/kv/kv_method.h"
 #include "models/scenario.h"
 #include "models/serving/iteration_cost.h"
@@ -34,11 +36,16 @@ class IterationPlan {
   [[nodiscard]] IterationOpKinds kinds(const IterationLoad& load) const;
   /// The signatures of those kinds' ops under this scenario.
   [[nodiscard]] std::set<std::string> signatures(IterationOpKinds kinds) const;
+  /// The plan as `memtwin run --emit-plan` writes it (schema "memtwin.iteration_plan/1"): every op an
+  /// iteration may run, with its signature and when it runs.
+  [[nodiscard]] nlohmann::ordered_json to_json() const;
 
  private:
   std::vector<std::string> gemms_;  // the weight GEMMs' shapes on one tensor rank
   std::string attention_format_;    // decode attention's and the cache write's format
   KvSelection selection_ = KvSelection::all;
+  std::string method_;
+  int tensor_parallel_ = 1;
 };
 
 /// The plan hash of a serving run: its workload and engine rules (serving_plan_hash) and its ops.
