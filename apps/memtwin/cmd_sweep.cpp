@@ -56,10 +56,11 @@ int cmd_sweep(const Args& args) {
       ("jobs,j", po::value<int>()->default_value(1), "points run at once")
       ("backend", po::value<std::string>()->default_value("auto"), "backend for every point")
       ("out", po::value<std::string>(), "directory for points.jsonl and points.csv (required)")
-      ("resume", po::bool_switch(), "skip the points already in DIR/points.jsonl");
+      ("resume", po::bool_switch(), "skip the points already in DIR/points.jsonl")
+      ("force", po::bool_switch(), "replace the points already in DIR (without it, a DIR with files in it is refused)");
   positional.add("scenario", 1);
   auto vm = parse_args(args, options, positional,
-                       "usage: memtwin sweep SCENARIO --grid KEY=V1,V2 [--grid ...] [--zip ...] [-j N] --out DIR [--resume]\n\n"
+                       "usage: memtwin sweep SCENARIO --grid KEY=V1,V2 [--grid ...] [--zip ...] [-j N] --out DIR [--resume | --force]\n\n"
                        "Runs every combination of the overrides, N at a time, appending each finished point to\n"
                        "DIR/points.jsonl and DIR/points.csv. Invalid combinations are recorded with their error.");
   if (!vm) return kOk;
@@ -79,6 +80,19 @@ int cmd_sweep(const Args& args) {
   const auto& points = grid.points;
 
   const fs::path dir = (*vm)["out"].as<std::string>();
+  const bool resume = (*vm)["resume"].as<bool>(), force = (*vm)["force"].as<bool>();
+  if (resume && force) throw UsageError("--resume continues the sweep in --out, --force replaces it: give one");
+  // Under mpirun each rank runs its share of the points (index mod size) into a file of its own;
+  // rank 0 gathers them into the one result file, in point order, after a barrier.
+  const MpiSplit mpi = MpiSplit::from_launcher();
+  // A directory with files in it holds another sweep's points (or anything else): continuing or
+  // replacing it is the user's call. Every rank looks before any writes, so all decide alike.
+  const bool occupied = fs::is_directory(dir) && !fs::is_empty(dir);
+  mpi.barrier();
+  if (!resume && !force && occupied) {
+    throw UsageError("--out " + dir.string() + " already has files in it: add --resume to continue its sweep, --force " +
+                     "to replace its points, or name an empty or new directory");
+  }
   fs::create_directories(dir);
   const fs::path jsonl = dir / "points.jsonl", csv = dir / "points.csv";
   // One CSV row per JSONL line, so both files can be rebuilt from the JSONL alone.
@@ -94,11 +108,8 @@ int cmd_sweep(const Args& args) {
     c << "," << csv_cell(line.value("error", "")) << "\n";
     return c.str();
   };
-  // Under mpirun each rank runs its share of the points (index mod size) into a file of its own;
-  // rank 0 gathers them into the one result file, in point order, after a barrier.
-  const MpiSplit mpi = MpiSplit::from_launcher();
   std::vector<nlohmann::json> kept;
-  if ((*vm)["resume"].as<bool>() && fs::exists(jsonl)) {
+  if (resume && fs::exists(jsonl)) {
     std::ifstream in(jsonl);
     for (std::string line; std::getline(in, line);) {
       try {

@@ -144,3 +144,27 @@ TEST_CASE("a grid range doubles from LO to HI, or counts by a step", "[unit]") {
   CHECK(bad.exit_code == 2);
   CHECK_THAT(bad.err, Catch::Contains("8..1"));
 }
+
+TEST_CASE("a sweep into a directory with files in it is refused unless it resumes or replaces them", "[unit]") {
+  const std::string dir = "/tmp/memtwin-test-sweep-occupied";
+  std::filesystem::remove_all(dir);
+  auto sweep = [&](const std::string& values, std::vector<std::string> extra) {
+    std::vector<std::string> args = {"sweep", source_path("scenarios/quickstart.yaml"), "--grid", "training.micro_batch=" + values,
+                                     "--backend", "analytic", "--out", dir};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run_memtwin(args);
+  };
+  REQUIRE(sweep("1,2", {}).exit_code == 0);
+  const auto again = sweep("4", {});
+  CHECK(again.exit_code == 2);
+  CHECK_THAT(again.err, Catch::Contains("already has files in it") && Catch::Contains("--resume") && Catch::Contains("--force"));
+  CHECK(lines(dir + "/points.jsonl").size() == 2);  // the earlier points are untouched
+  CHECK(sweep("1,2,4", {"--resume"}).exit_code == 0);
+  CHECK(lines(dir + "/points.jsonl").size() == 3);  // the two kept, one more run
+  REQUIRE(sweep("4", {"--force"}).exit_code == 0);
+  const auto replaced = lines(dir + "/points.jsonl");
+  REQUIRE(replaced.size() == 1);
+  CHECK(replaced[0]["overrides"][0] == "training.micro_batch=4");
+  CHECK(sweep("4", {"--force", "--resume"}).exit_code == 2);
+  std::filesystem::remove_all(dir);
+}
