@@ -33,6 +33,26 @@ std::string string_field(const YAML::Node& config, std::initializer_list<const c
   return fallback;
 }
 
+// The model types memtwin reads, and whether HuggingFace ties the output head to the embedding
+// when a config does not say (the default of each type's config class in transformers).
+struct KnownType {
+  const char* name;
+  bool tied_by_default;
+};
+constexpr KnownType kKnownTypes[] = {
+    {"llama", false}, {"mistral", false}, {"mixtral", false}, {"qwen2", false}, {"qwen3", false},
+    {"qwen3_moe", false}, {"gemma", true},  {"gemma2", true},   {"phi3", false}, {"falcon", true},
+    {"opt", true},     {"gpt2", true},      {"gpt_neox", false}, {"gptj", false},
+};
+
+// Types memtwin knows it cannot model yet, and why: refused rather than counted wrongly.
+const char* unmodelled_reason(const std::string& type) {
+  if (type == "qwen2_moe") return "its shared expert (shared_expert_intermediate_size) beside the routed ones is not modelled yet";
+  if (type == "deepseek_v2" || type == "deepseek_v3")
+    return "multi-head latent attention (kv_lora_rank: a compressed KV cache) and shared experts are not modelled yet";
+  return nullptr;
+}
+
 }  // namespace
 
 YAML::Node read_hf_config(const std::string& path, const SourceLocation& where) {
@@ -54,6 +74,20 @@ YAML::Node read_hf_config(const std::string& path, const SourceLocation& where) 
   refuse_duplicate_keys(path, config, "");
 
   const std::string type = string_field(config, {"model_type"}, "", path, where);
+  std::string supported;
+  const KnownType* known = nullptr;
+  for (const KnownType& k : kKnownTypes) {
+    supported += (supported.empty() ? "" : ", ") + std::string(k.name);
+    if (type == k.name) known = &k;
+  }
+  if (const char* reason = unmodelled_reason(type)) {
+    throw ScenarioError(where, "model.hf_config", path + ": model_type '" + type + "' cannot be modelled: " + reason);
+  }
+  if (!known) {
+    throw ScenarioError(where, "model.hf_config",
+                        path + ": model_type " + (type.empty() ? std::string("is missing") : "'" + type + "' is not one memtwin reads") +
+                            "; it reads " + supported + " (or describe the architecture under model: directly)");
+  }
   YAML::Node out(YAML::NodeType::Map);
   auto copy = [&](const char* key, std::initializer_list<const char*> names, bool required) {
     std::optional<YAML::Node> v = first_of(config, names);
@@ -74,7 +108,31 @@ YAML::Node read_hf_config(const std::string& path, const SourceLocation& where) 
   copy("max_position_embeddings", {"max_position_embeddings", "n_positions"}, false);
   copy("experts", {"num_local_experts", "num_experts"}, false);
   copy("experts_per_token", {"num_experts_per_tok"}, false);
-  if (config["tie_word_embeddings"].IsDefined()) out["tied_embeddings"] = config["tie_word_embeddings"];
+  out["tied_embeddings"] = config["tie_word_embeddings"].IsDefined() ? config["tie_word_embeddings"] : YAML::Node(known->tied_by_default);
+  if (type == "qwen3_moe") {
+    // Every layer's MLP is its experts, each moe_intermediate_size wide (intermediate_size is the
+    // width of dense layers, which a config with decoder_sparse_step 1 and no mlp_only_layers has none of).
+    const YAML::Node& step = config["decoder_sparse_step"];
+    const YAML::Node& dense = config["mlp_only_layers"];
+    if ((step.IsDefined() && !(step.IsScalar() && step.Scalar() == "1")) || (dense.IsDefined() && dense.IsSequence() && dense.size() > 0)) {
+      throw ScenarioError(where, "model.hf_config",
+                          path + ": dense layers between the MoE layers (decoder_sparse_step, mlp_only_layers) are not modelled yet");
+    }
+    copy("intermediate", {"moe_intermediate_size"}, true);
+  }
+  if (type == "falcon") {
+    // Falcon: multi-query attention (one KV head) unless the new decoder architecture names its KV
+    // heads; a plain GELU MLP 4x the hidden size unless ffn_hidden_size says otherwise.
+    const bool new_arch = config["new_decoder_architecture"].IsDefined() && config["new_decoder_architecture"].as<bool>(false);
+    const bool multi_query = config["multi_query"].IsDefined() && config["multi_query"].as<bool>(false);
+    if (new_arch) copy("kv_heads", {"num_kv_heads"}, true);
+    else if (multi_query) out["kv_heads"] = 1;
+    if (!first_of(config, {"ffn_hidden_size"})) out["intermediate"] = 4 * out["hidden"].as<long long>(0);
+    else copy("intermediate", {"ffn_hidden_size"}, true);
+    if (config["alibi"].IsDefined() && config["alibi"].as<bool>(false)) {
+      throw ScenarioError(where, "model.hf_config", path + ": ALiBi position biases are not modelled yet");
+    }
+  }
 
   const bool gpt_style = type == "opt" || type == "gpt2" || type == "gpt_neox" || type == "gptj";
   if (gpt_style) {
@@ -83,7 +141,11 @@ YAML::Node read_hf_config(const std::string& path, const SourceLocation& where) 
     out["norm"] = "layernorm";
     out["bias"] = "all";
     out["position_embedding"] = type == "opt" || type == "gpt2" ? "learned" : "rope";
-    if (!config["tie_word_embeddings"].IsDefined()) out["tied_embeddings"] = type == "opt" || type == "gpt2";
+  } else if (type == "falcon") {
+    out["mlp"] = "gelu";
+    out["norm"] = "layernorm";
+    out["bias"] = config["bias"].IsDefined() && config["bias"].as<bool>(false) ? "all" : "none";
+    out["position_embedding"] = "rope";
   } else {
     const std::string act = string_field(config, {"hidden_act"}, "silu", path, where);
     out["mlp"] = act.find("gelu") != std::string::npos ? "geglu" : "swiglu";
