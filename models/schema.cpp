@@ -267,6 +267,33 @@ std::optional<std::string> scalar_shorthand_key(std::string_view section) {
   return std::nullopt;
 }
 
+const std::vector<KeyAlias>& key_aliases() {
+  // vLLM's engine arguments (vllm/engine/arg_utils.py, EngineArgs), under inference.serving where
+  // a vLLM command line's flags would be pasted.
+  static const std::vector<KeyAlias> aliases = [] {
+    using V = KeyAlias::Value;
+    const std::string vllm = "vLLM engine argument";
+    const std::string s = "inference.serving.";
+    return std::vector<KeyAlias>{
+        {s + "tensor_parallel_size", s + "tensor_parallel", V::same, vllm},
+        {s + "pipeline_parallel_size", s + "pipeline_parallel", V::same, vllm},
+        {s + "data_parallel_size", s + "replicas", V::same, vllm},
+        {s + "enable_chunked_prefill", s + "chunked_prefill", V::same, vllm},
+        {s + "enable_prefix_caching", s + "prefix_caching", V::same, vllm},
+        {s + "enforce_eager", s + "cuda_graphs", V::negated, vllm},
+        {s + "preemption_mode", s + "preemption", V::same, vllm},
+        {s + "kv_cache_dtype", "inference.kv_cache.dtype", V::kv_cache_dtype, vllm},
+    };
+  }();
+  return aliases;
+}
+
+const KeyAlias* find_alias(std::string_view path) {
+  for (const KeyAlias& a : key_aliases())
+    if (a.alias == path) return &a;
+  return nullptr;
+}
+
 std::string schema_markdown() {
   std::ostringstream out;
   out << "# Scenario reference\n\n"
@@ -284,6 +311,15 @@ std::string schema_markdown() {
     }
     out << "| `" << leaf_of(p.path) << "` | " << describe_type(p) << " | " << describe_default(p) << " | "
         << p.doc << " |\n";
+  }
+  out << "\n## Other tools' names\n\n"
+      << "Read as the key they stand for; an alias and its key given together are refused.\n\n"
+      << "| written | read as | whose name |\n|---|---|---|\n";
+  for (const KeyAlias& a : key_aliases()) {
+    const char* how = a.value == KeyAlias::Value::negated          ? " (negated)"
+                      : a.value == KeyAlias::Value::kv_cache_dtype ? " (auto: the default; fp8, fp8_e4m3, fp8_e5m2: fp8)"
+                                                                   : "";
+    out << "| `" << a.alias << "` | `" << a.key << "`" << how << " | " << a.tool << " |\n";
   }
   return out.str();
 }

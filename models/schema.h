@@ -57,6 +57,24 @@ std::vector<std::string> section_keys(std::string_view section);
 std::optional<std::string> scalar_shorthand_key(std::string_view section);
 
 /// The reference as Markdown (scenarios/SCHEMA.md) and as plain text (`memtwin schema`).
+/// Another tool's name for a key (vLLM's engine arguments): the loader reads the alias as the key,
+/// translating its value where the tools differ (enforce_eager is cuda_graphs negated). An alias and
+/// its key given together are refused.
+struct KeyAlias {
+  enum class Value {
+    same,           ///< the value as written
+    negated,        ///< a flag meaning the opposite
+    kv_cache_dtype  ///< vLLM's kv_cache_dtype: auto (the default), fp8, fp8_e4m3, fp8_e5m2 (fp8)
+  };
+  std::string alias;  ///< the path as written, e.g. inference.serving.tensor_parallel_size
+  std::string key;    ///< memtwin's key
+  Value value = Value::same;
+  std::string tool;   ///< whose name it is
+};
+const std::vector<KeyAlias>& key_aliases();
+/// The alias written at `path`, or null.
+const KeyAlias* find_alias(std::string_view path);
+
 std::string schema_markdown();
 std::string schema_text();
 

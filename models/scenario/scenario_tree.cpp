@@ -103,6 +103,91 @@ void expand_shorthands(YAML::Node node, const std::string& path) {
   }
 }
 
+// An alias's value as its key takes it (schema.h: KeyAlias); a null node means the key's default.
+YAML::Node translate_alias_value(const KeyAlias& a, const YAML::Node& value, const SourceLocation& where) {
+  switch (a.value) {
+    case KeyAlias::Value::same: return value;
+    case KeyAlias::Value::negated:
+      if (value.IsScalar() && (value.Scalar() == "true" || value.Scalar() == "false")) return YAML::Node(value.Scalar() == "false");
+      throw ScenarioError(where, a.alias, "expected true or false (" + a.tool + ", read as " + a.key + " negated)");
+    case KeyAlias::Value::kv_cache_dtype:
+      if (value.IsScalar() && value.Scalar() == "auto") return YAML::Node();
+      if (value.IsScalar() && (value.Scalar() == "fp8_e4m3" || value.Scalar() == "fp8_e5m2")) return YAML::Node("fp8");
+      return value;  // fp8, and memtwin's own names, as written
+  }
+  return value;
+}
+
+// Sets `value` at the dotted `path` under `root`, making the mappings on the way; a null value
+// removes the key.
+void set_at(YAML::Node root, const std::vector<std::string>& parts, const YAML::Node& value) {
+  YAML::Node cursor;
+  cursor.reset(root);
+  for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
+    if (!has_key(cursor, parts[i]) || !cursor[parts[i]].IsMap()) {
+      cursor[parts[i]] = YAML::Node(YAML::NodeType::Map);
+    }
+    YAML::Node next = cursor[parts[i]];
+    cursor.reset(next);
+  }
+  if (value.IsNull()) cursor.remove(parts.back());
+  else cursor[parts.back()] = value;
+}
+
+std::vector<std::string> split_path(const std::string& path) {
+  std::vector<std::string> parts;
+  std::stringstream ss(path);
+  for (std::string part; std::getline(ss, part, '.');) parts.push_back(part);
+  return parts;
+}
+
+// The scenario file's aliases (vLLM's names) read as their keys, before any override: an override
+// of the key then replaces what the alias said.
+void apply_aliases(ScenarioTree& tree) {
+  for (const KeyAlias& a : key_aliases()) {
+    const std::vector<std::string> parts = split_path(a.alias);
+    YAML::Node parent;
+    parent.reset(tree.root);
+    bool found = true;
+    for (std::size_t i = 0; i + 1 < parts.size() && found; ++i) {
+      const YAML::Node& p = parent;  // const: a lookup must not insert
+      found = has_key(p, parts[i]) && p[parts[i]].IsMap();
+      if (found) {
+        YAML::Node next = p[parts[i]];
+        parent.reset(next);
+      }
+    }
+    const YAML::Node& held = parent;
+    if (!found || !has_key(held, parts.back())) continue;
+    const YAML::Node value = held[parts.back()];
+    const SourceLocation where = tree.locate(a.alias, value.Mark());
+    const std::vector<std::string> key = split_path(a.key);
+    const YAML::Node& root = tree.root;
+    YAML::Node cursor;
+    cursor.reset(root);
+    bool key_given = true;
+    for (std::size_t i = 0; i < key.size(); ++i) {
+      const YAML::Node& c = cursor;
+      if (!has_key(c, key[i])) {
+        key_given = false;
+        break;
+      }
+      YAML::Node next = c[key[i]];
+      if (i + 1 < key.size() && !next.IsMap()) {
+        // Not replaced by the alias's value: the section as written is wrong, and says so.
+        throw ScenarioError(tree.locate(a.key, next.Mark()), a.key, "the section on the way to this key is not a mapping");
+      }
+      cursor.reset(next);
+    }
+    if (key_given) {
+      throw ScenarioError(where, a.alias, "is the " + a.tool + " for " + a.key + ", which is given too: give one");
+    }
+    const YAML::Node translated = translate_alias_value(a, value, where);
+    parent.remove(parts.back());
+    set_at(tree.root, key, translated);
+  }
+}
+
 void apply_override(YAML::Node root, const std::string& spec, std::map<std::string, std::string>& origins) {
   const std::string where = "--set " + spec;
   auto eq = spec.find('=');
@@ -122,27 +207,18 @@ void apply_override(YAML::Node root, const std::string& spec, std::map<std::stri
     value = YAML::Node(value_text);  // not YAML: take the text as it is
   }
   refuse_unbounded_or_invalid_text(value, where);
+  if (const KeyAlias* a = find_alias(path)) {  // another tool's name: set the key it stands for
+    if (!value.IsNull()) value = translate_alias_value(*a, value, {where});
+    path = a->key;
+  }
   std::vector<std::string> parts;
   std::stringstream ss(path);
   for (std::string part; std::getline(ss, part, '.');) {
     if (part.empty()) throw ScenarioError({where}, path, "empty key segment");
     parts.push_back(part);
   }
-  YAML::Node cursor;
-  cursor.reset(root);
-  for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
-    if (!has_key(cursor, parts[i]) || !cursor[parts[i]].IsMap()) {
-      cursor[parts[i]] = YAML::Node(YAML::NodeType::Map);
-    }
-    YAML::Node next = cursor[parts[i]];
-    cursor.reset(next);
-  }
-  if (value.IsNull()) {
-    cursor.remove(parts.back());  // `--set key=null` removes the key (back to its default)
-    return;
-  }
-  cursor[parts.back()] = value;
-  origins[path] = where;
+  set_at(root, parts, value);  // `--set key=null` removes the key (back to its default)
+  if (!value.IsNull()) origins[path] = where;
 }
 
 void expand_presets(ScenarioTree& tree, const std::string& section, std::string_view catalog_file) {
@@ -229,6 +305,7 @@ ScenarioTree build_scenario_tree(std::string_view text, const std::string& file,
     throw ScenarioError(at(file, tree.root.Mark()), "", "a scenario is a mapping with name, cluster, model and training or inference");
   }
   expand_shorthands(tree.root, "");
+  apply_aliases(tree);
   for (const auto& spec : overrides) {
     apply_override(tree.root, spec, tree.origins);
     // An override may set a shorthand (`cluster.gpu=h100-sxm`) that a later one refines

@@ -8,6 +8,7 @@
 #include "models/scenario/yaml_limits.h"
 #include "models/result.h"
 #include "models/scenario_loader.h"
+#include "models/schema.h"
 #include "tests/test_support.h"
 
 using namespace memtwin;
@@ -194,4 +195,42 @@ TEST_CASE("a result with a NaN or infinite number is refused, naming the metric,
   r.metrics["time"]["phases"] = nlohmann::ordered_json::array({1.0});
   r.metrics["memory"]["peak_bytes"] = std::numeric_limits<double>::infinity();
   CHECK_THROWS_WITH(result_document(loaded, r), Catch::Contains("memory.peak_bytes is not finite"));
+}
+
+TEST_CASE("vLLM's engine-argument names are read as memtwin's keys, in files and overrides", "[unit]") {
+  const std::string head = "name: v\ncluster: {nodes: 1, gpus_per_node: 8, gpu: h100-sxm}\nmodel: llama-3-8b\ninference:\n";
+  const std::string workload =
+      "  workload: {rate: 5/s, requests: 10, prompt_tokens: {dist: fixed, value: 256}, output_tokens: {dist: fixed, value: 16}}\n";
+  const LoadedScenario l = load_scenario_text(
+      head + "  serving: {tensor_parallel_size: 2, data_parallel_size: 2, pipeline_parallel_size: 1, enable_chunked_prefill: false,\n"
+             "            enable_prefix_caching: true, enforce_eager: true, preemption_mode: swap, kv_cache_dtype: fp8_e5m2}\n" +
+          workload,
+      "<test>", "");
+  const Inference& inf = *l.scenario.inference;
+  CHECK(inf.serving.tensor_parallel == 2);
+  CHECK(inf.serving.replicas == 2);
+  CHECK_FALSE(inf.serving.chunked_prefill);
+  CHECK(inf.serving.prefix_caching);
+  CHECK_FALSE(inf.serving.cuda_graphs);  // enforce_eager: no CUDA graphs
+  CHECK(inf.serving.preemption == Preemption::swap);
+  CHECK(inf.kv_cache.dtype == KvDtype::fp8);
+  // The resolved scenario speaks memtwin's names.
+  CHECK(l.resolved["inference"]["serving"]["tensor_parallel"] == 2);
+  CHECK_FALSE(l.resolved["inference"]["serving"].contains("tensor_parallel_size"));
+  // An override by either name replaces what the file said; auto is the default dtype.
+  const LoadedScenario o = load_scenario_text(head + "  serving: {tensor_parallel_size: 2, kv_cache_dtype: fp8}\n" + workload, "<test>", "",
+                                              {"inference.serving.tensor_parallel=4", "inference.serving.kv_cache_dtype=auto"});
+  CHECK(o.scenario.inference->serving.tensor_parallel == 4);
+  CHECK(o.scenario.inference->kv_cache.dtype == KvDtype::bf16);
+  // Both names at once, or a flag that is not one, are refused at the alias's line.
+  CHECK_THROWS_WITH(load_scenario_text(head + "  serving: {tensor_parallel: 2, tensor_parallel_size: 2}\n" + workload, "<test>", ""),
+                    Catch::Contains("<test>:5") && Catch::Contains("tensor_parallel_size") && Catch::Contains("given too"));
+  CHECK_THROWS_WITH(load_scenario_text(head + "  serving: {enforce_eager: maybe}\n" + workload, "<test>", ""),
+                    Catch::Contains("expected true or false"));
+  // Every alias names a key of the schema and is listed in SCHEMA.md.
+  for (const KeyAlias& a : key_aliases()) {
+    CHECK(find_param(a.key) != nullptr);
+    CHECK(find_param(a.alias) == nullptr);
+    CHECK(schema_markdown().find("`" + a.alias + "`") != std::string::npos);
+  }
 }
