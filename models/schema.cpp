@@ -264,6 +264,7 @@ std::vector<std::string> section_keys(std::string_view section) {
 std::optional<std::string> scalar_shorthand_key(std::string_view section) {
   if (section == "cluster.gpu" || section == "model" || section == "cluster.efficiency") return "preset";
   if (section == "inference.workload.prompt_tokens" || section == "inference.workload.output_tokens") return "value";
+  if (section == "training.fine_tuning") return "method";  // fine_tuning: lora
   return std::nullopt;
 }
 

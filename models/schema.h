@@ -53,7 +53,8 @@ bool is_section(std::string_view path);
 std::vector<std::string> section_keys(std::string_view section);
 
 /// Sections that also accept a bare scalar, meaning the mapping {<key>: scalar}: `gpu: h100-sxm`
-/// is `gpu: {preset: h100-sxm}`; `prompt_tokens: 512` is `prompt_tokens: {value: 512}`.
+/// is `gpu: {preset: h100-sxm}`; `prompt_tokens: 512` is `prompt_tokens: {value: 512}`; `fine_tuning:
+/// lora` is `fine_tuning: {method: lora}`.
 std::optional<std::string> scalar_shorthand_key(std::string_view section);
 
 /// The reference as Markdown (scenarios/SCHEMA.md) and as plain text (`memtwin schema`).

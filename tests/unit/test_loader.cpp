@@ -234,3 +234,14 @@ TEST_CASE("vLLM's engine-argument names are read as memtwin's keys, in files and
     CHECK(schema_markdown().find("`" + a.alias + "`") != std::string::npos);
   }
 }
+
+TEST_CASE("fine_tuning: METHOD is fine_tuning: {method: METHOD}", "[unit]") {
+  const std::string text = "name: f\ncluster: {gpu: h100-sxm}\nmodel: llama-3-8b\ntraining: {micro_batch: 1, fine_tuning: qlora}\n";
+  const LoadedScenario short_form = load_scenario_text(text, "<test>", "");
+  CHECK(short_form.scenario.training->fine_tuning.method == FineTuning::qlora);
+  const LoadedScenario long_form = load_scenario_text(
+      "name: f\ncluster: {gpu: h100-sxm}\nmodel: llama-3-8b\ntraining: {micro_batch: 1, fine_tuning: {method: qlora}}\n", "<test>", "");
+  CHECK(short_form.resolved == long_form.resolved);
+  CHECK_THROWS_WITH(load_scenario_text("name: f\ncluster: {gpu: h100-sxm}\nmodel: llama-3-8b\ntraining: {fine_tuning: sort_of}\n", "<test>", ""),
+                    Catch::Contains("training.fine_tuning.method"));
+}
