@@ -1,5 +1,12 @@
-// Request traces (CSV): every malformed row is refused with the file, the row, the column and what
-// is wrong, as a ScenarioError under inference.workload.trace (exit 2), never a parse exception.
+// Request traces: every malformed row is refused with the file, the row, the column and what is
+// wrong, as a ScenarioError under inference.workload.trace (exit 2), never a parse exception.
+//  * CSV with a header: memtwin's (arrival_s, prompt_tokens, output_tokens), Azure's LLM inference
+//    traces (TIMESTAMP, ContextTokens, GeneratedTokens) and BurstGPT's (Timestamp, Request tokens,
+//    Response tokens).
+//  * JSON Lines, one object per request: memtwin's names, or Mooncake's (timestamp in milliseconds,
+//    input_length, output_length, hash_ids: one id per 512-token block of the prompt). Blocks whose
+//    prefix another request of the trace shares become the request's shared prefix, grouped by its
+//    first block, so that prefix caching can reuse them.
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -8,6 +15,12 @@
 #include <optional>
 #include <sstream>
 
+#include <map>
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+
+#include "models/hash.h"
 #include "models/scenario/scenario_error.h"
 #include "models/serving/request_stream.h"
 #include "models/unit_parse.h"
@@ -96,6 +109,9 @@ class TraceParser {
     std::string header;
     std::getline(in, header);
     if (header.rfind("\xEF\xBB\xBF", 0) == 0) header.erase(0, 3);  // a UTF-8 byte-order mark
+    if (header.find_first_not_of(" \t") != std::string::npos && header[header.find_first_not_of(" \t")] == '{') {
+      return read_json_lines(in, header);
+    }
     const std::vector<Cell> header_cells = split_row(header);
     std::vector<std::string> columns;
     for (const Cell& c : header_cells) columns.push_back(c.text);
@@ -113,12 +129,13 @@ class TraceParser {
       }
       return found;
     };
-    const int arrival = find({"arrival_s", "timestamp", "TIMESTAMP"});
+    const int arrival = find({"arrival_s", "timestamp", "TIMESTAMP", "Timestamp"});
     const bool plain_seconds = arrival >= 0 && columns[static_cast<std::size_t>(arrival)] == "arrival_s";
-    const int prompt = find({"prompt_tokens", "ContextTokens"}), output = find({"output_tokens", "GeneratedTokens"});
+    const int prompt = find({"prompt_tokens", "ContextTokens", "Request tokens"});
+    const int output = find({"output_tokens", "GeneratedTokens", "Response tokens"});
     if (arrival < 0 || prompt < 0 || output < 0) {
-      fail(1, 1, "the header needs arrival_s (or timestamp), prompt_tokens (or ContextTokens) and output_tokens (or "
-                 "GeneratedTokens)");
+      fail(1, 1, "the header needs arrival_s (or timestamp, Timestamp), prompt_tokens (or ContextTokens, Request tokens) "
+                 "and output_tokens (or GeneratedTokens, Response tokens)");
     }
     const int needed = std::max({arrival, prompt, output}) + 1;
     std::vector<Request> out;
@@ -162,6 +179,112 @@ class TraceParser {
     }
     if (out.empty()) fail(line_no, 1, "the trace has a header but no requests");
     return out;
+  }
+
+  // One JSON object per line (the first already read into `first`).
+  std::vector<Request> read_json_lines(std::istream& in, const std::string& first) {
+    std::vector<Request> out;
+    std::vector<std::vector<std::int64_t>> blocks;  // each request's hash_ids
+    double previous = 0, origin = 0;
+    int line_no = 0;
+    std::string line = first;
+    do {
+      ++line_no;
+      while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
+      if (line.empty()) continue;
+      if (static_cast<std::int64_t>(out.size()) >= kMaxTraceRows) {
+        fail(line_no, 1, "more than " + std::to_string(kMaxTraceRows) +
+                             " requests: sample or split the trace (a serving simulation of more runs for minutes)");
+      }
+      nlohmann::json row;
+      try {
+        row = nlohmann::json::parse(line);
+      } catch (const nlohmann::json::exception& e) {
+        fail(line_no, 1, std::string("not a JSON object: ") + e.what());
+      }
+      if (!row.is_object()) fail(line_no, 1, "each line is one JSON object (a request)");
+      auto number = [&](std::initializer_list<const char*> names, const char* what) -> std::pair<double, std::string> {
+        std::string found;
+        for (const char* n : names) {
+          if (!row.contains(n)) continue;
+          if (!found.empty()) fail(line_no, 1, "'" + std::string(n) + "' and '" + found + "' both give " + what + ": keep one");
+          found = n;
+        }
+        if (found.empty()) {
+          std::string list;
+          for (const char* n : names) list += (list.empty() ? "" : " or ") + std::string(n);
+          fail(line_no, 1, std::string("no ") + what + " (" + list + ")");
+        }
+        const nlohmann::json& v = row[found];
+        if (!v.is_number() || !std::isfinite(v.get<double>())) fail(line_no, 1, "'" + found + "' is not a number");
+        return {v.get<double>(), found};
+      };
+      auto whole = [&](std::initializer_list<const char*> names, const char* what) {
+        const auto [v, name] = number(names, what);
+        if (std::floor(v) != v || v < 0 || v > kMaxTokens) {
+          fail(line_no, 1, "'" + name + "' " + std::to_string(v) + " is not a whole number of tokens in 0.." + std::to_string(kMaxTokens));
+        }
+        return std::max(1, static_cast<int>(v));  // a 0-token row still costs the engine one token
+      };
+      Request r;
+      r.id = static_cast<std::int64_t>(out.size());
+      r.trace_row = line_no;
+      const auto [when, unit] = number({"arrival_s", "timestamp"}, "arrival");
+      double t = unit == "timestamp" ? when / 1000.0 : when;  // Mooncake's timestamps are milliseconds
+      if (unit == "timestamp") {
+        if (out.empty()) origin = t;
+        t -= origin;  // rebased to the first request
+      }
+      if (t < 0) fail(line_no, 1, "the arrival " + std::to_string(when) + " is negative");
+      if (!out.empty() && t < previous) fail(line_no, 1, "the arrival is earlier than the previous line's: sort the trace by arrival");
+      previous = t;
+      r.arrival_s = t;
+      r.prompt_tokens = whole({"prompt_tokens", "input_length"}, "prompt length");
+      r.output_tokens = whole({"output_tokens", "output_length"}, "output length");
+      std::vector<std::int64_t> ids;
+      if (row.contains("hash_ids")) {
+        const nlohmann::json& h = row["hash_ids"];
+        if (!h.is_array()) fail(line_no, 1, "'hash_ids' is not a list of block ids");
+        for (const auto& id : h) {
+          if (!id.is_number_integer() || id.get<std::int64_t>() < 0) fail(line_no, 1, "'hash_ids' holds something other than block ids");
+          ids.push_back(id.get<std::int64_t>());
+        }
+      }
+      blocks.push_back(std::move(ids));
+      out.push_back(r);
+    } while (std::getline(in, line));
+    if (out.empty()) fail(line_no, 1, "the trace has no requests");
+    share_prefixes(out, blocks);
+    return out;
+  }
+
+  // Mooncake's hash_ids: a prompt's leading blocks that another request of the trace also starts
+  // with are its shared prefix, in the group of its first block.
+  static void share_prefixes(std::vector<Request>& requests, const std::vector<std::vector<std::int64_t>>& blocks) {
+    constexpr int kBlockTokens = 512;  // Mooncake hashes every 512 tokens of a prompt
+    auto prefix_keys = [](const std::vector<std::int64_t>& ids) {
+      std::vector<std::uint64_t> keys;
+      Fnv1a f;
+      for (std::int64_t id : ids) {
+        f.add(id);
+        keys.push_back(f.value());
+      }
+      return keys;
+    };
+    std::unordered_map<std::uint64_t, int> requests_with;  // prefix -> requests that start with it
+    for (const auto& ids : blocks)
+      for (std::uint64_t k : prefix_keys(ids)) ++requests_with[k];
+    std::map<std::int64_t, int> group_of_first_block;
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      const auto keys = prefix_keys(blocks[i]);
+      std::size_t shared = 0;
+      while (shared < keys.size() && requests_with[keys[shared]] > 1) ++shared;
+      if (shared == 0) continue;
+      const auto group = group_of_first_block.emplace(blocks[i][0], static_cast<int>(group_of_first_block.size())).first->second;
+      requests[i].prefix_group = group;
+      requests[i].prefix_tokens = static_cast<int>(std::min<std::int64_t>(static_cast<std::int64_t>(shared) * kBlockTokens,
+                                                                          requests[i].prompt_tokens));
+    }
   }
 
  private:

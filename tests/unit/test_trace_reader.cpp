@@ -117,3 +117,57 @@ TEST_CASE("a trace's prompt past max_model_len is refused with its row, and a to
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Catch::Contains(trace + ":3:1"));
 }
+
+TEST_CASE("BurstGPT's CSV and JSON Lines traces read right; Mooncake's hash_ids become shared prefixes", "[unit]") {
+  // BurstGPT: seconds from the trace's start, its own column names, failed requests with 0 tokens.
+  const auto burst = read_trace(write_file("burstgpt.csv",
+                                           "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+                                           "5,ChatGPT,472,18,490,Conversation log\n45,GPT-4,1087,0,1087,API log\n"));
+  REQUIRE(burst.size() == 2);
+  CHECK(burst[1].arrival_s == 40);
+  CHECK(burst[1].prompt_tokens == 1087);
+  CHECK(burst[1].output_tokens == 1);
+  // memtwin's names, one object a line, with a byte-order mark.
+  const auto lines = read_trace(write_file("plain.jsonl", "\xEF\xBB\xBF{\"arrival_s\": 0.5, \"prompt_tokens\": 100, \"output_tokens\": 20}\n\n"
+                                                          "{\"arrival_s\": 1.25, \"prompt_tokens\": 300, \"output_tokens\": 5}\r\n"));
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[1].arrival_s == 1.25);
+  CHECK(lines[0].prefix_group == -1);
+  // Mooncake: millisecond timestamps; requests 0 and 2 start with the same two 512-token blocks,
+  // request 1 shares only the first with them.
+  const auto moon = read_trace(write_file(
+      "mooncake.jsonl",
+      "{\"timestamp\": 27482, \"input_length\": 1500, \"output_length\": 52, \"hash_ids\": [46, 47, 48]}\n"
+      "{\"timestamp\": 30535, \"input_length\": 700, \"output_length\": 10, \"hash_ids\": [46, 99]}\n"
+      "{\"timestamp\": 32235, \"input_length\": 1100, \"output_length\": 8, \"hash_ids\": [46, 47, 12]}\n"
+      "{\"timestamp\": 40000, \"input_length\": 300, \"output_length\": 8, \"hash_ids\": [7]}\n"));
+  REQUIRE(moon.size() == 4);
+  CHECK(moon[1].arrival_s == Approx(3.053));
+  CHECK(moon[0].prefix_group == moon[2].prefix_group);
+  CHECK(moon[0].prefix_group == moon[1].prefix_group);  // grouped by the first block
+  CHECK(moon[0].prefix_tokens == 1024);
+  CHECK(moon[2].prefix_tokens == 1024);
+  CHECK(moon[1].prefix_tokens == 512);
+  CHECK(moon[3].prefix_group == -1);  // nobody shares its block
+
+  const BadTrace cases[] = {
+      {"not-json", "{\"arrival_s\": 0, \"prompt_tokens\": 1, \"output_tokens\": 1}\n{oops}\n", "not a JSON object", 2, 1},
+      {"no-output", "{\"arrival_s\": 0, \"prompt_tokens\": 1}\n", "no output length (output_tokens or output_length)", 1, 1},
+      {"two-names", "{\"arrival_s\": 0, \"timestamp\": 5, \"prompt_tokens\": 1, \"output_tokens\": 1}\n", "keep one", 1, 1},
+      {"bad-hash", "{\"timestamp\": 0, \"input_length\": 1, \"output_length\": 1, \"hash_ids\": [\"a\"]}\n", "hash_ids", 1, 1},
+      {"unsorted", "{\"arrival_s\": 2, \"prompt_tokens\": 1, \"output_tokens\": 1}\n{\"arrival_s\": 1, \"prompt_tokens\": 1, \"output_tokens\": 1}\n",
+       "earlier than the previous line", 2, 1},
+      {"fraction", "{\"arrival_s\": 0, \"prompt_tokens\": 1.5, \"output_tokens\": 1}\n", "not a whole number", 1, 1},
+  };
+  for (const BadTrace& c : cases) {
+    INFO(c.name);
+    const std::string path = write_file(std::string(c.name) + ".jsonl", c.text);
+    try {
+      read_trace(path);
+      FAIL("accepted a bad trace");
+    } catch (const ScenarioError& e) {
+      CHECK_THAT(e.what(), Catch::Contains(c.message));
+      CHECK(e.where().line == c.line);
+    }
+  }
+}
