@@ -197,7 +197,9 @@ def sweep_lines(points, metric):
         if value is None:
             continue
         keys = [o.split("=", 1) for o in p["overrides"]]
-        x = load.cell_value(keys[0][1])
+        # The swept value in base units where it has one ("5/s" is 5 per second), so that values
+        # sort as numbers.
+        x = p.get("values", {}).get(keys[0][0], load.cell_value(keys[0][1]))
         label = ", ".join(f"{k}={v}" for k, v in keys[1:]) or metric
         fits = result.get("memory", {}).get("fits", True)
         series.setdefault(label, []).append((x, value, fits))

@@ -5,7 +5,9 @@
 #include <filesystem>
 #include <fstream>
 #include <algorithm>
+#include <cmath>
 #include <iostream>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -17,6 +19,8 @@
 #include "apps/memtwin/mpi_split.h"
 #include "apps/memtwin/point_runner.h"
 #include "models/scenario_loader.h"
+#include "models/schema.h"
+#include "models/unit_parse.h"
 
 namespace po = boost::program_options;
 namespace fs = std::filesystem;
@@ -25,10 +29,52 @@ namespace memtwin::cli {
 namespace {
 
 
-// The metrics worth a column in points.csv, when the result has them.
-const std::vector<std::string> kColumns = {"memory.gpu.fits", "memory.gpu.peak_bytes", "time.step_s", "time.mfu",
-                                           "time.tokens_per_s", "latency_s.ttft.p99", "latency_s.tpot.p99",
-                                           "throughput.requests_per_s", "kv_cache.capacity_tokens"};
+// The metrics worth a column in points.csv, by the scenario's workload.
+const std::vector<std::string> kTrainingColumns = {"memory.gpu.fits", "memory.gpu.peak_bytes", "time.step_s", "time.mfu",
+                                                   "time.tokens_per_s"};
+const std::vector<std::string> kServingColumns = {"memory.gpu.fits", "memory.gpu.peak_bytes", "latency_s.ttft.p99",
+                                                  "latency_s.tpot.p99", "throughput.requests_per_s", "kv_cache.capacity_tokens"};
+
+// A swept value in base units, and the suffix its column carries ("5/s" -> 5, "_per_s"); none
+// where the key is not numeric or the text does not parse (an invalid point keeps its text).
+struct BaseUnitValue {
+  double value = 0;
+  std::string suffix;
+};
+std::optional<BaseUnitValue> base_unit_value(const std::string& key, const std::string& text) {
+  const ParamSpec* p = find_param(key);
+  if (!p) return std::nullopt;
+  try {
+    switch (p->kind) {
+      case ValueKind::integer:
+      case ValueKind::number:
+        if (auto v = parse_plain_number(text)) return BaseUnitValue{*v, ""};
+        return std::nullopt;
+      case ValueKind::rate: return BaseUnitValue{parse_rate_per_second(text), "_per_s"};
+      case ValueKind::bytes: return BaseUnitValue{parse_bytes(text).as_double(), "_bytes"};
+      case ValueKind::duration: return BaseUnitValue{parse_duration(text).value(), "_s"};
+      case ValueKind::bandwidth: return BaseUnitValue{parse_bandwidth(text).value(), "_bytes_per_s"};
+      case ValueKind::flops_rate: return BaseUnitValue{parse_flops_rate(text).value(), "_flops_per_s"};
+      default: return std::nullopt;
+    }
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+// Each swept key's column name: the key, with its unit where its values carry one.
+std::string swept_column(const std::string& key) {
+  const ParamSpec* p = find_param(key);
+  if (!p) return key;
+  switch (p->kind) {
+    case ValueKind::rate: return key + "_per_s";
+    case ValueKind::bytes: return key + "_bytes";
+    case ValueKind::duration: return key + "_s";
+    case ValueKind::bandwidth: return key + "_bytes_per_s";
+    case ValueKind::flops_rate: return key + "_flops_per_s";
+    default: return key;
+  }
+}
 
 std::string lookup(const nlohmann::json& doc, const std::string& path) {
   const nlohmann::json* node = find_path(doc, path);
@@ -69,7 +115,8 @@ int cmd_sweep(const Args& args) {
   const std::string scenario = (*vm)["scenario"].as<std::string>();
   std::vector<std::string> common;
   if (vm->count("set")) common = (*vm)["set"].as<std::vector<std::string>>();
-  load_scenario_file(scenario, common);  // the base scenario must be valid
+  const bool training = load_scenario_file(scenario, common).scenario.training.has_value();  // the base must be valid
+  const std::vector<std::string>& columns = training ? kTrainingColumns : kServingColumns;
 
   std::vector<std::string> grid_specs, zip_specs;
   if (vm->count("grid")) grid_specs = (*vm)["grid"].as<std::vector<std::string>>();
@@ -99,12 +146,14 @@ int cmd_sweep(const Args& args) {
   auto csv_row = [&](const nlohmann::json& line) {
     std::ostringstream c;
     c << line["point"].get<std::size_t>() << "," << line["status"].get<std::string>();
+    const nlohmann::json values = line.value("values", nlohmann::json::object());
     for (const auto& assignment : line["overrides"]) {
       const std::string a = assignment.get<std::string>();
-      c << "," << csv_cell(a.substr(a.find('=') + 1));
+      const std::string key = a.substr(0, a.find('='));
+      c << "," << csv_cell(values.contains(key) ? values[key].dump() : a.substr(a.find('=') + 1));
     }
     const nlohmann::json result = line.value("result", nlohmann::json());
-    for (const auto& col : kColumns) c << "," << csv_cell(result.is_null() ? "" : lookup(result, col));
+    for (const auto& col : columns) c << "," << csv_cell(result.is_null() ? "" : lookup(result, col));
     c << "," << csv_cell(line.value("error", "")) << "\n";
     return c.str();
   };
@@ -129,8 +178,8 @@ int cmd_sweep(const Args& args) {
     std::ofstream j(jsonl, std::ios::trunc);
     std::ofstream c(csv, std::ios::trunc);
     c << "point,status";
-    for (const auto& k : keys) c << "," << csv_cell(k);
-    for (const auto& col : kColumns) c << "," << col;
+    for (const auto& k : keys) c << "," << csv_cell(swept_column(k));
+    for (const auto& col : columns) c << "," << col;
     c << ",error\n";
     for (const auto& line : lines) {
       j << line.dump() << "\n";
@@ -153,6 +202,16 @@ int cmd_sweep(const Args& args) {
                nlohmann::json line;
                line["point"] = o.index;
                line["overrides"] = points[o.index];
+               // The swept values as numbers in base units (a rate per second, a size in bytes).
+               nlohmann::json values = nlohmann::json::object();
+               for (const auto& assignment : points[o.index]) {
+                 const std::string key = assignment.substr(0, assignment.find('='));
+                 if (auto v = base_unit_value(key, assignment.substr(assignment.find('=') + 1))) {
+                   const bool whole = std::floor(v->value) == v->value && std::fabs(v->value) < 9e15;
+                   values[key] = whole ? nlohmann::json(static_cast<std::int64_t>(v->value)) : nlohmann::json(v->value);
+                 }
+               }
+               if (!values.empty()) line["values"] = values;
                line["exit_code"] = o.exit_code;
                line["status"] = o.exit_code == 0 ? "ok" : o.exit_code == 3 ? "does_not_fit" : o.exit_code == 2 ? "invalid" : "error";
                try {

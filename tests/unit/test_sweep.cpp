@@ -168,3 +168,26 @@ TEST_CASE("a sweep into a directory with files in it is refused unless it resume
   CHECK(sweep("4", {"--force", "--resume"}).exit_code == 2);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("a sweep's CSV holds numbers in base units, its unit in the column name, and only its workload's metrics", "[unit]") {
+  const std::string dir = "/tmp/memtwin-test-sweep-units";
+  std::filesystem::remove_all(dir);
+  REQUIRE(run_memtwin({"sweep", source_path("scenarios/serving/llama3-8b-h100-fp16-kv.yaml"), "--grid",
+                       "inference.workload.rate=10/s,5/s,600/min", "--grid", "inference.kv_cache.memory=8GiB", "--set",
+                       "inference.workload.requests=50", "--out", dir})
+              .exit_code == 0);
+  std::ifstream in(dir + "/points.csv");
+  std::string header, row;
+  std::getline(in, header);
+  CHECK(header.rfind("point,status,inference.workload.rate_per_s,inference.kv_cache.memory_bytes,memory.gpu.fits,", 0) == 0);
+  CHECK(header.find("time.step_s") == std::string::npos);  // a serving sweep has no training columns
+  CHECK(header.find("latency_s.ttft.p99") != std::string::npos);
+  std::getline(in, row);
+  CHECK(row.rfind("0,ok,10,8589934592,", 0) == 0);
+  const auto points = lines(dir + "/points.jsonl");
+  REQUIRE(points.size() == 3);
+  CHECK(points[1]["values"]["inference.workload.rate"] == 5);
+  CHECK(points[2]["values"]["inference.workload.rate"] == 10);  // 600/min
+  CHECK(points[0]["values"]["inference.kv_cache.memory"] == 8589934592LL);
+  std::filesystem::remove_all(dir);
+}
