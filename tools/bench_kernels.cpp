@@ -26,17 +26,6 @@ namespace {
 
 constexpr int kQHeads = 32, kKvHeads = 8, kHeadDim = 128, kBlock = 16;
 
-const char* name_of(KvElement e) {
-  switch (e) {
-    case KvElement::fp16: return "fp16";
-    case KvElement::fp8: return "fp8";
-    case KvElement::int8: return "int8";
-    case KvElement::int4: return "int4";
-    case KvElement::int2: return "int2";
-  }
-  return "?";
-}
-
 template <class F>
 double seconds_per_run(F run, int warmup, int repeats) {
   for (int i = 0; i < warmup; ++i) run();
@@ -121,7 +110,7 @@ void bench_cpu(bool quick) {
         auto a = w.args();
         const double t = seconds_per_run([&] { decode_attention(a); }, 1, quick ? 2 : 3);
         if (e == KvElement::fp16) fp16_time = t;
-        std::printf("%-6s %-5s %8d %6d %12.1f %10.1f %7.0f%% %9.2fx\n", "cpu", name_of(e), context, batch, t * 1e6,
+        std::printf("%-6s %-5s %8d %6d %12.1f %10.1f %7.0f%% %9.2fx\n", "cpu", element_name(e), context, batch, t * 1e6,
                     w.kv_bytes() / t / 1e9, 100 * w.kv_bytes() / t / copy, fp16_time > 0 ? fp16_time / t : 0.0);
       }
     }
@@ -142,7 +131,7 @@ void bench_cpu(bool quick) {
     std::vector<std::uint8_t> cache(shape.bytes());
     const double t = seconds_per_run([&] { write_paged(x.data(), slots.data(), tokens, shape, cache.data()); }, 1, 3);
     const double bytes = static_cast<double>(tokens) * kKvHeads * (kHeadDim * 4.0 + static_cast<double>(f.vector_bytes()));
-    std::printf("cpu quantise %s (write_paged, %d tokens x %d heads): %.2f GB/s (%.0f%% of copy)\n", name_of(e), tokens,
+    std::printf("cpu quantise %s (write_paged, %d tokens x %d heads): %.2f GB/s (%.0f%% of copy)\n", element_name(e), tokens,
                 kKvHeads, bytes / t / 1e9, 100 * bytes / t / copy);
   }
 }
@@ -217,7 +206,7 @@ void bench_cuda(bool quick) {
         CUDA_OK(cudaMalloc(&ws, memtwin::kernels::cuda::workspace_bytes(a, split)));
         const double ms = cuda_ms([&] { memtwin::kernels::cuda::decode_attention(a, ws, split); }, 3, 20);
         if (e == KvElement::fp16) fp16_ms = ms;
-        std::printf("%-6s %-5s %8d %6d %12.1f %10.1f %7.0f%% %9.2fx\n", "cuda", name_of(e), context, batch, ms * 1e3,
+        std::printf("%-6s %-5s %8d %6d %12.1f %10.1f %7.0f%% %9.2fx\n", "cuda", element_name(e), context, batch, ms * 1e3,
                     w.kv_bytes() / (ms * 1e-3) / 1e9, 100 * w.kv_bytes() / (ms * 1e-3) / copy,
                     fp16_ms > 0 ? fp16_ms / ms : 0.0);
         for (const void* p : {static_cast<const void*>(a.query), static_cast<const void*>(a.k_cache),

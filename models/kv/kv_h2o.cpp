@@ -36,18 +36,10 @@ const KvMethod& h2o_method() {
   static const KvMethod method = [] {
     KvMethod m;
     m.id = KvCompression::h2o;
-    auto ratio = [](const char* key, const char* meaning) {
-      KvParameter p;
-      p.key = key;
-      p.kind = ValueKind::number;
-      p.meaning = meaning;
-      p.default_value = "0.1";
-      p.min = 0;
-      p.max = 1;
-      return p;
-    };
-    m.parameters = {ratio("heavy_ratio", "heavy hitters, fraction of the prompt"),
-                    ratio("recent_ratio", "recent tokens, fraction of the prompt")};
+    m.parameters = {{.key = "heavy_ratio", .kind = ValueKind::number, .meaning = "heavy hitters, fraction of the prompt",
+                     .default_value = "0.1", .min = 0, .max = 1},
+                    {.key = "recent_ratio", .kind = ValueKind::number, .meaning = "recent tokens, fraction of the prompt",
+                     .default_value = "0.1", .min = 0, .max = 1}};
     m.storage = KvStorage::vectors;
     m.selection = KvSelection::accumulated_scores;
     m.read = [](const KvParameterReader& r, CompressionSpec& c) {

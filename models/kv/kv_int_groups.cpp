@@ -6,12 +6,7 @@
 namespace memtwin::kv_methods_detail {
 
 KvParameter group_size_parameter() {
-  KvParameter p;
-  p.key = "group_size";
-  p.meaning = "quantisation group";
-  p.default_value = "32";
-  p.min = 1;
-  return p;
+  return {.key = "group_size", .meaning = "quantisation group", .default_value = "32", .min = 1};
 }
 
 namespace {

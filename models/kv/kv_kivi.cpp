@@ -11,18 +11,9 @@ const KvMethod& kivi_method() {
   static const KvMethod method = [] {
     KvMethod m;
     m.id = KvCompression::kivi;
-    KvParameter bits;
-    bits.key = "bits";
-    bits.meaning = "2 or 4";
-    bits.default_value = "2";
-    bits.default_in_schema = false;  // the integer methods' bits follow from their names
-    bits.min = 1;
-    bits.max = 8;
-    KvParameter residual;
-    residual.key = "residual";
-    residual.meaning = "recent tokens kept in full precision";
-    residual.default_value = "128";
-    residual.min = 0;
+    // Bits' default is KIVI's own: the integer methods' bits follow from their names.
+    const KvParameter bits{.key = "bits", .meaning = "2 or 4", .default_value = "2", .default_in_schema = false, .min = 1, .max = 8};
+    const KvParameter residual{.key = "residual", .meaning = "recent tokens kept in full precision", .default_value = "128", .min = 0};
     m.parameters = {bits, group_size_parameter(), residual};
     m.storage = KvStorage::channel_key_groups;
     m.selection = KvSelection::all;

@@ -43,31 +43,16 @@ std::int64_t PromptBudgetKv::kept_tokens(std::int64_t prompt, std::int64_t gener
 namespace kv_methods_detail {
 
 KvParameter observation_window_parameter() {
-  KvParameter p;
-  p.key = "window";
-  p.meaning = "observation window";
-  p.default_value = "32";
-  p.default_in_schema = false;  // StreamingLLM's window is another one
-  p.min = 1;
-  return p;
+  // Its default is the family's own: StreamingLLM's window is another one.
+  return {.key = "window", .meaning = "observation window", .default_value = "32", .default_in_schema = false, .min = 1};
 }
 
 KvParameter budget_parameter() {
-  KvParameter p;
-  p.key = "budget";
-  p.meaning = "tokens kept per head";
-  p.default_value = "2048";
-  p.min = 1;
-  return p;
+  return {.key = "budget", .meaning = "tokens kept per head", .default_value = "2048", .min = 1};
 }
 
 KvParameter pooling_kernel_parameter() {
-  KvParameter p;
-  p.key = "pooling_kernel";
-  p.meaning = "score pooling width";
-  p.default_value = "7";
-  p.min = 1;
-  return p;
+  return {.key = "pooling_kernel", .meaning = "score pooling width", .default_value = "7", .min = 1};
 }
 
 void read_prompt_vote(const KvParameterReader& r, CompressionSpec& c) {

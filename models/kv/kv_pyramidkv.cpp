@@ -25,13 +25,8 @@ const KvMethod& pyramidkv_method() {
   static const KvMethod method = [] {
     KvMethod m;
     m.id = KvCompression::pyramidkv;
-    KvParameter beta;
-    beta.key = "beta";
-    beta.kind = ValueKind::number;
-    beta.meaning = "budget ratio, shallowest to deepest";
-    beta.default_value = "20";
-    beta.min = 1;
-    beta.min_exclusive = true;
+    const KvParameter beta{.key = "beta", .kind = ValueKind::number, .meaning = "budget ratio, shallowest to deepest",
+                           .default_value = "20", .min = 1, .min_exclusive = true};
     m.parameters = {observation_window_parameter(), budget_parameter(), pooling_kernel_parameter(), beta};
     m.storage = KvStorage::vectors;
     m.selection = KvSelection::prompt_vote;

@@ -23,18 +23,9 @@ const KvMethod& streaming_method() {
   static const KvMethod method = [] {
     KvMethod m;
     m.id = KvCompression::streaming;
-    KvParameter sinks;
-    sinks.key = "sinks";
-    sinks.meaning = "attention-sink tokens";
-    sinks.default_value = "4";
-    sinks.min = 0;
-    KvParameter window;
-    window.key = "window";
-    window.meaning = "recent window";
-    window.default_value = "1020";
-    window.default_in_schema = false;  // the prompt-voting methods' window is another one
-    window.min = 1;
-    m.parameters = {sinks, window};
+    // The window's default is StreamingLLM's own: the prompt-voting methods' window is another one.
+    m.parameters = {{.key = "sinks", .meaning = "attention-sink tokens", .default_value = "4", .min = 0},
+                    {.key = "window", .meaning = "recent window", .default_value = "1020", .default_in_schema = false, .min = 1}};
     m.storage = KvStorage::vectors;
     m.selection = KvSelection::sinks_and_window;
     m.read = [](const KvParameterReader& r, CompressionSpec& c) {
