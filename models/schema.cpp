@@ -148,7 +148,9 @@ void declare_inference(Table& t) {
         "copy a cached prefix to host memory in the background as soon as no request uses it, so that evicting it "
         "from the GPU later moves nothing while requests wait");
   t.add("inference.workload.arrival", K::choice, "poisson", "arrival process").choices(names(kArrivalNames));
-  t.add("inference.workload.rate", K::rate, none, "mean arrival rate (open-loop arrivals)").above(0);
+  t.add("inference.workload.rate", K::rate, none,
+        "mean arrival rate (open-loop arrivals); with a trace, the mean rate it is replayed at (its arrival times scaled)")
+      .above(0);
   t.add("inference.workload.cv", K::number, "2", "gamma: coefficient of variation of inter-arrival times").above(0);
   t.add("inference.workload.concurrency", K::integer, none, "closed_loop: requests in flight").at_least(1);
   t.add("inference.workload.requests", K::integer, "1000", "requests to simulate (at most 10 M, as a trace)")

@@ -41,7 +41,6 @@ std::pair<double, double> parse_rate_range(const std::string& text) {
 
 void check_rate_searchable(const Scenario& s) {
   if (!s.inference) throw UsageError("--max-rate searches the request rate of a serving scenario; this one trains");
-  if (!s.inference->workload.trace.empty()) throw UsageError("--max-rate: the workload replays a trace, whose arrival times fix the rate");
   if (s.inference->workload.arrival == Arrival::closed_loop)
     throw UsageError("--max-rate: a closed-loop workload has no arrival rate; use an open-loop arrival (poisson, gamma, constant)");
 }

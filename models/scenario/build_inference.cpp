@@ -92,11 +92,13 @@ WorkloadSpec build_workload(const ParamValues& v) {
   s.arrival = v.choice(w + "arrival", kArrivalNames);
   if (v.given(w + "trace")) {
     s.trace = v.text(w + "trace");
-    for (const char* key : {"rate", "requests", "prompt_tokens", "output_tokens", "arrival"}) {
+    for (const char* key : {"requests", "prompt_tokens", "output_tokens", "arrival"}) {
       if (v.given(w + key) || v.has_section(w + key)) {
         v.fail(w + key, "conflicts with workload.trace, which gives arrivals and lengths itself");
       }
     }
+    // A rate replays the trace at that mean rate: its arrival times scaled, its bursts kept.
+    if (v.given(w + "rate")) s.rate_per_s = v.number(w + "rate");
     return s;
   }
   if (s.arrival == Arrival::closed_loop) {

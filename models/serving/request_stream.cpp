@@ -79,6 +79,7 @@ std::vector<Request> generate_requests(const Inference& inf, std::uint64_t seed)
   if (!w.trace.empty()) {
     std::vector<Request> requests = read_trace(w.trace);
     fit_trace_to_context(requests, w.trace, inf.serving.max_model_len);
+    if (w.rate_per_s > 0) scale_trace_to_rate(requests, w.trace, w.rate_per_s);
     return requests;
   }
   Sampler arrivals(seed * 2 + 1), lengths(seed * 2 + 2), groups(seed * 2 + 3);

@@ -49,12 +49,22 @@ std::vector<Request> generate_requests(const Inference& inference, std::uint64_t
 /// many outputs were cut.
 int fit_trace_to_context(std::vector<Request>& requests, const std::string& trace, int max_model_len);
 
-/// Reads a trace CSV (trace_reader.cpp): a header (a UTF-8 byte-order mark allowed), then
-/// `arrival_s` (or `timestamp`: seconds or "YYYY-MM-DD hh:mm:ss(.fff)", rebased to the first),
-/// `prompt_tokens` (or `ContextTokens`), `output_tokens` (or `GeneratedTokens`); cells may be
-/// quoted; each quantity in one column only. Arrivals must be finite, non-negative and in order; token counts whole numbers in
-/// 0..2^30 (0 counts as 1); at most 10 M rows and at least one. Throws ScenarioError naming the
-/// file, row and column, under inference.workload.trace.
+/// Replays a trace at `rate_per_s` requests per second on average: every arrival time scaled by the
+/// trace's own mean rate ((requests - 1) / span) over `rate_per_s`, so its bursts keep their shape.
+/// A trace whose arrivals all fall at one instant has no rate to scale (ScenarioError under
+/// inference.workload.rate).
+void scale_trace_to_rate(std::vector<Request>& requests, const std::string& trace, double rate_per_s);
+
+/// Reads a trace (trace_reader.cpp; a UTF-8 byte-order mark allowed). A CSV: a header, then
+/// `arrival_s` (or `timestamp`/`Timestamp`: seconds or "YYYY-MM-DD hh:mm:ss(.fff)", rebased to the
+/// first), `prompt_tokens` (or `ContextTokens`, `Request tokens`), `output_tokens` (or
+/// `GeneratedTokens`, `Response tokens`); cells may be quoted; each quantity in one column only.
+/// JSON Lines: one object a request, `arrival_s` (or Mooncake's `timestamp`, milliseconds),
+/// `prompt_tokens` (or `input_length`), `output_tokens` (or `output_length`), and Mooncake's
+/// `hash_ids`, whose shared leading blocks become the request's shared prefix. Arrivals must be
+/// finite, non-negative and in order; token counts whole numbers in 0..2^30 (0 counts as 1); at
+/// most 10 M requests and at least one. Throws ScenarioError naming the file, row and column,
+/// under inference.workload.trace.
 std::vector<Request> read_trace(const std::string& path);
 
 /// Reads an empirical length file: one positive finite number per line (blank lines allowed).

@@ -312,6 +312,18 @@ int fit_trace_to_context(std::vector<Request>& requests, const std::string& trac
   return cut;
 }
 
+void scale_trace_to_rate(std::vector<Request>& requests, const std::string& trace, double rate_per_s) {
+  const double span = requests.empty() ? 0.0 : requests.back().arrival_s - requests.front().arrival_s;
+  if (requests.size() < 2 || !(span > 0)) {
+    throw ScenarioError({trace, 0, 0}, "inference.workload.rate",
+                        "the trace's arrivals all fall at one instant, so it has no rate to replay at another");
+  }
+  const double own_rate = static_cast<double>(requests.size() - 1) / span;
+  const double factor = own_rate / rate_per_s;
+  const double first = requests.front().arrival_s;
+  for (Request& r : requests) r.arrival_s = first + (r.arrival_s - first) * factor;
+}
+
 std::vector<double> read_lengths(const std::string& path, const std::string& key) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) throw ScenarioError({path, 0, 0}, key, path + " is not a regular file");
@@ -340,6 +352,7 @@ void check_workload_files(const Inference& inference) {
   if (!w.trace.empty()) {
     std::vector<Request> requests = read_trace(w.trace);
     fit_trace_to_context(requests, w.trace, inference.serving.max_model_len);
+    if (w.rate_per_s > 0) scale_trace_to_rate(requests, w.trace, w.rate_per_s);
   }
   if (w.prompt_tokens.dist == LengthDist::empirical) read_lengths(w.prompt_tokens.file, "inference.workload.prompt_tokens.file");
   if (w.output_tokens.dist == LengthDist::empirical) read_lengths(w.output_tokens.file, "inference.workload.output_tokens.file");

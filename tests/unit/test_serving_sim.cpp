@@ -261,6 +261,15 @@ TEST_CASE("closed loop keeps the concurrency - a trace replays its arrivals", "[
   const auto trows = read_requests(tdir);
   CHECK(trows[0].arrival == Approx(0.0).margin(1e-9));
   CHECK(trows[1].arrival == Approx(4.314579).epsilon(1e-6));
+  // With a rate, the trace is replayed at it: 2 gaps over 4.82 s is 0.415/s; at 2/s the same
+  // arrivals, 4.82 times closer together at 2/s over 0.415/s.
+  const std::string rdir = "/tmp/memtwin-test-serving-trace-rate";
+  serve(kFp16, {"inference.workload.trace=" + trace, "inference.workload.prompt_tokens=null",
+                "inference.workload.output_tokens=null", "inference.workload.rate=2/s", "inference.workload.requests=null",
+                "inference.workload.arrival=null"}, rdir);
+  const auto scaled = read_requests(rdir);
+  CHECK(scaled[2].arrival == Approx(1.0).epsilon(1e-6));  // 2 gaps at 2 per second
+  CHECK(scaled[1].arrival / scaled[2].arrival == Approx(trows[1].arrival / trows[2].arrival).epsilon(1e-6));
 }
 
 TEST_CASE("settings the serving simulation does not model yet are named in the result, not dropped", "[unit]") {

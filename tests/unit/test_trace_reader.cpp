@@ -118,7 +118,7 @@ TEST_CASE("a trace's prompt past max_model_len is refused with its row, and a to
   CHECK_THAT(r.err, Catch::Contains(trace + ":3:1"));
 }
 
-TEST_CASE("BurstGPT's CSV and JSON Lines traces read right; Mooncake's hash_ids become shared prefixes", "[unit]") {
+TEST_CASE("BurstGPT's CSV and JSON Lines traces read right, and Mooncake's hash_ids become shared prefixes", "[unit]") {
   // BurstGPT: seconds from the trace's start, its own column names, failed requests with 0 tokens.
   const auto burst = read_trace(write_file("burstgpt.csv",
                                            "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
@@ -170,4 +170,17 @@ TEST_CASE("BurstGPT's CSV and JSON Lines traces read right; Mooncake's hash_ids 
       CHECK(e.where().line == c.line);
     }
   }
+}
+
+TEST_CASE("a trace replayed at a rate keeps its bursts and reaches that mean rate", "[unit]") {
+  // Three requests in a burst, one a second later: 3 gaps over 1.2 s, 2.5 requests per second.
+  std::vector<Request> r = read_trace(write_file("burst.csv", "arrival_s,prompt_tokens,output_tokens\n"
+                                                              "10,100,10\n10.1,100,10\n10.2,100,10\n11.2,100,10\n"));
+  scale_trace_to_rate(r, "burst.csv", 10.0);  // four times as fast
+  CHECK(r[0].arrival_s == Approx(10));
+  CHECK(r[1].arrival_s == Approx(10.025));
+  CHECK(r[3].arrival_s == Approx(10.3));
+  CHECK(3 / (r[3].arrival_s - r[0].arrival_s) == Approx(10.0));
+  std::vector<Request> instant = read_trace(write_file("instant.csv", "arrival_s,prompt_tokens,output_tokens\n5,1,1\n5,1,1\n"));
+  CHECK_THROWS_WITH(scale_trace_to_rate(instant, "instant.csv", 1.0), Catch::Contains("one instant"));
 }
