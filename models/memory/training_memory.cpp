@@ -52,8 +52,15 @@ TrainingMemory training_memory(const Scenario& s) {
 namespace {
 
 std::string describe_change(const std::string& label, const TrainingMemory& before, const TrainingMemory& after) {
-  return label + ": peak " + human_bytes(after.peak) + " (saves " + human_bytes(before.peak - after.peak) + ")" +
-         (after.gpu_fits ? " - fits" : "");
+  std::string out = label + ": peak " + human_bytes(after.peak) + " (saves " + human_bytes(before.peak - after.peak) + ")";
+  if (after.fits()) return out + " - fits";
+  // A change that offloads fits the GPU only if host memory (or NVMe) holds what it moved there.
+  if (after.gpu_fits && !after.host_fits) {
+    return out + " - fits the GPU, but the offloaded states need " + human_bytes(after.host_peak) + " of host memory per node of " +
+           human_bytes(after.host_capacity);
+  }
+  if (after.gpu_fits && !after.nvme_fits) return out + " - fits the GPU, but not the NVMe";
+  return out;
 }
 
 }  // namespace
@@ -97,6 +104,16 @@ std::vector<std::string> training_fit_hints(const Scenario& s, const TrainingMem
     Scenario c = s;
     c.training->offload.optimizer = OffloadTarget::cpu;
     consider("training.offload.optimizer=cpu", c);
+  }
+  // Sharded parameters can live in host memory too (ZeRO-Infinity's offload_param, FSDP's
+  // CPUOffload(offload_params=True)), with the optimizer: what makes a 70B fine-tune fit one node.
+  const bool hybrid_shard = t.sharding.strategy == ShardingStrategy::fsdp && t.sharding.fsdp_mode == FsdpMode::hybrid_shard;
+  if ((zero3 || full_shard || hybrid_shard) && t.offload.parameters == OffloadTarget::none) {
+    Scenario c = s;
+    c.training->offload.parameters = OffloadTarget::cpu;
+    const bool both = t.offload.optimizer == OffloadTarget::none;
+    c.training->offload.optimizer = both ? OffloadTarget::cpu : t.offload.optimizer;
+    consider(both ? "training.offload={optimizer: cpu, parameters: cpu}" : "training.offload.parameters=cpu", c);
   }
   if (m.architecture_known && t.parallelism.tensor < 8 && s.model.heads % (t.parallelism.tensor * 2) == 0 &&
       s.cluster.gpus_per_node % (t.parallelism.tensor * 2) == 0 &&

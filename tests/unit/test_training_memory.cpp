@@ -226,3 +226,22 @@ TEST_CASE("the breakdown adds up to the peak", "[unit]") {
         m.peak);
   CHECK(m.fits());
 }
+
+TEST_CASE("a 70B full fine-tune on one node is told that offloading parameters and optimizer fits, if host memory holds them", "[unit]") {
+  const std::string text =
+      "name: ft-70b\ncluster: {nodes: 1, gpus_per_node: 8, gpu: h100-sxm}\nmodel: llama-3-70b\n"
+      "training: {framework: fsdp, global_batch: 8, micro_batch: 1, seq_len: 4096, activation_checkpointing: full,\n"
+      "           sharding: {strategy: fsdp, mode: full_shard}}\n";
+  auto offload_hint = [](const Scenario& s) {
+    for (const std::string& h : training_fit_hints(s, training_memory(s)))
+      if (h.rfind("training.offload={optimizer: cpu, parameters: cpu}", 0) == 0) return h;
+    return std::string();
+  };
+  const Scenario s = scenario(text);
+  CHECK_FALSE(training_memory(s).fits());
+  CHECK_THAT(offload_hint(s), Catch::EndsWith(" - fits"));
+  // With too little host memory the offload fits the GPU and says what the host lacks.
+  Scenario small_host = s;
+  small_host.cluster.host.memory = Bytes(512LL << 30);
+  CHECK_THAT(offload_hint(small_host), Catch::Contains("fits the GPU, but the offloaded states need") && Catch::Contains("of 512 GiB"));
+}
