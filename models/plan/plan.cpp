@@ -31,6 +31,36 @@ const char* collective_name(Collective c) {
   return "?";
 }
 
+const char* op_kind_name(OpKind k) {
+  switch (k) {
+    case OpKind::compute: return "compute";
+    case OpKind::collective: return "collective";
+    case OpKind::alloc: return "alloc";
+    case OpKind::free: return "free";
+    case OpKind::copy: return "copy";
+  }
+  return "?";
+}
+
+const char* compute_class_name(ComputeClass c) {
+  switch (c) {
+    case ComputeClass::gemm: return "gemm";
+    case ComputeClass::attention: return "attention";
+    case ComputeClass::elementwise: return "elementwise";
+    case ComputeClass::cpu_optimizer: return "cpu_optimizer";
+  }
+  return "?";
+}
+
+const char* copy_direction_name(CopyDirection d) {
+  switch (d) {
+    case CopyDirection::device_to_host: return "device_to_host";
+    case CopyDirection::host_to_device: return "host_to_device";
+    case CopyDirection::nvme_to_host: return "nvme_to_host";
+    case CopyDirection::host_to_nvme: return "host_to_nvme";
+  }
+  return "?";
+}
 
 std::uint64_t Plan::hash() const {
   Fnv1a f;

@@ -35,6 +35,9 @@ enum class CopyDirection { device_to_host, host_to_device, nvme_to_host, host_to
 
 const char* stream_name(Stream s);
 const char* collective_name(Collective c);
+const char* op_kind_name(OpKind k);
+const char* compute_class_name(ComputeClass c);
+const char* copy_direction_name(CopyDirection d);
 
 /// One matrix multiply C[m,n] = A[m,k] B[k,n], `count` times: the real shapes of a compute op, so
 /// that a hardware backend runs the kernels the model has. The op's `flops` stay authoritative: a

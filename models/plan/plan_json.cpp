@@ -7,40 +7,9 @@
 namespace memtwin {
 namespace {
 
-const char* kind_name(OpKind k) {
-  switch (k) {
-    case OpKind::compute: return "compute";
-    case OpKind::collective: return "collective";
-    case OpKind::alloc: return "alloc";
-    case OpKind::free: return "free";
-    case OpKind::copy: return "copy";
-  }
-  return "?";
-}
-
-const char* compute_class_name(ComputeClass c) {
-  switch (c) {
-    case ComputeClass::gemm: return "gemm";
-    case ComputeClass::attention: return "attention";
-    case ComputeClass::elementwise: return "elementwise";
-    case ComputeClass::cpu_optimizer: return "cpu_optimizer";
-  }
-  return "?";
-}
-
-const char* direction_name(CopyDirection d) {
-  switch (d) {
-    case CopyDirection::device_to_host: return "device_to_host";
-    case CopyDirection::host_to_device: return "host_to_device";
-    case CopyDirection::nvme_to_host: return "nvme_to_host";
-    case CopyDirection::host_to_nvme: return "host_to_nvme";
-  }
-  return "?";
-}
-
 // One op with the fields its kind uses.
 nlohmann::ordered_json op_json(const Op& op) {
-  nlohmann::ordered_json j = {{"kind", kind_name(op.kind)}, {"stream", stream_name(op.stream)}, {"name", op.name}, {"deps", op.deps}};
+  nlohmann::ordered_json j = {{"kind", op_kind_name(op.kind)}, {"stream", stream_name(op.stream)}, {"name", op.name}, {"deps", op.deps}};
   switch (op.kind) {
     case OpKind::compute: {
       j["compute_class"] = compute_class_name(op.compute_class);
@@ -65,7 +34,7 @@ nlohmann::ordered_json op_json(const Op& op) {
       j["size_bytes"] = op.size.count();
       break;
     case OpKind::copy:
-      j["direction"] = direction_name(op.direction);
+      j["direction"] = copy_direction_name(op.direction);
       j["bytes"] = op.bytes;
       break;
   }

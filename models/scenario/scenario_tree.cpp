@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "models/embedded.h"
@@ -143,47 +144,48 @@ std::vector<std::string> split_path(const std::string& path) {
 
 // The scenario file's aliases (vLLM's names) read as their keys, before any override: an override
 // of the key then replaces what the alias said.
+// The node at `parts` under `root`, or none where a part is missing. Read only: a lookup must not
+// insert. A node on the way that exists but is not a mapping ends the walk too, and is reported
+// in `blocked` when asked.
+std::optional<YAML::Node> find_at(const YAML::Node& root, const std::vector<std::string>& parts,
+                                  std::optional<YAML::Node>* blocked = nullptr) {
+  YAML::Node cursor;
+  cursor.reset(root);
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    const YAML::Node& c = cursor;
+    if (!has_key(c, parts[i])) return std::nullopt;
+    YAML::Node next = c[parts[i]];
+    if (i + 1 < parts.size() && !next.IsMap()) {
+      if (blocked) *blocked = next;
+      return std::nullopt;
+    }
+    cursor.reset(next);
+  }
+  return cursor;
+}
+
+// The scenario file's aliases (vLLM's names) read as their keys, before any override: an override
+// of the key then replaces what the alias said.
 void apply_aliases(ScenarioTree& tree) {
   for (const KeyAlias& a : key_aliases()) {
-    const std::vector<std::string> parts = split_path(a.alias);
-    YAML::Node parent;
-    parent.reset(tree.root);
-    bool found = true;
-    for (std::size_t i = 0; i + 1 < parts.size() && found; ++i) {
-      const YAML::Node& p = parent;  // const: a lookup must not insert
-      found = has_key(p, parts[i]) && p[parts[i]].IsMap();
-      if (found) {
-        YAML::Node next = p[parts[i]];
-        parent.reset(next);
-      }
-    }
-    const YAML::Node& held = parent;
-    if (!found || !has_key(held, parts.back())) continue;
-    const YAML::Node value = held[parts.back()];
+    std::vector<std::string> section = split_path(a.alias);
+    const std::string leaf = section.back();
+    section.pop_back();
+    std::optional<YAML::Node> parent = find_at(tree.root, section);
+    if (!parent || !parent->IsMap() || !has_key(*parent, leaf)) continue;
+    const YAML::Node value = static_cast<const YAML::Node&>(*parent)[leaf];
     const SourceLocation where = tree.locate(a.alias, value.Mark());
     const std::vector<std::string> key = split_path(a.key);
-    const YAML::Node& root = tree.root;
-    YAML::Node cursor;
-    cursor.reset(root);
-    bool key_given = true;
-    for (std::size_t i = 0; i < key.size(); ++i) {
-      const YAML::Node& c = cursor;
-      if (!has_key(c, key[i])) {
-        key_given = false;
-        break;
-      }
-      YAML::Node next = c[key[i]];
-      if (i + 1 < key.size() && !next.IsMap()) {
-        // Not replaced by the alias's value: the section as written is wrong, and says so.
-        throw ScenarioError(tree.locate(a.key, next.Mark()), a.key, "the section on the way to this key is not a mapping");
-      }
-      cursor.reset(next);
-    }
-    if (key_given) {
+    std::optional<YAML::Node> blocked;
+    if (find_at(tree.root, key, &blocked)) {
       throw ScenarioError(where, a.alias, "is the " + a.tool + " for " + a.key + ", which is given too: give one");
     }
+    if (blocked) {
+      // Not replaced by the alias's value: the section as written is wrong, and says so.
+      throw ScenarioError(tree.locate(a.key, blocked->Mark()), a.key, "the section on the way to this key is not a mapping");
+    }
     const YAML::Node translated = translate_alias_value(a, value, where);
-    parent.remove(parts.back());
+    parent->remove(leaf);
     set_at(tree.root, key, translated);
   }
 }

@@ -69,12 +69,11 @@ nlohmann::ordered_json IterationPlan::to_json() const {
       default: return "";
     }
   };
-  IterationOpKinds all = 0;
   IterationLoad busiest;  // prompt tokens that complete, and decodes: every kind the method has
   busiest.prefill_tokens = 1;
   busiest.decode_sequences = 1;
   busiest.completed_prompt_tokens = 1;
-  all = kinds(busiest);
+  const IterationOpKinds all = kinds(busiest);
   nlohmann::ordered_json ops = nlohmann::ordered_json::array();
   for (std::size_t i = 0; i < kIterationOps; ++i) {
     const auto op = static_cast<IterationOp>(i);
