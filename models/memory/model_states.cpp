@@ -44,26 +44,6 @@ StateBytesPerParam state_bytes_per_param(const Training& t) {
   return {};
 }
 
-ShardingLayout sharding_layout(const Training& t, int dp) {
-  ShardingLayout l;
-  l.degree = dp;
-  const Sharding& s = t.sharding;
-  switch (s.strategy) {
-    case ShardingStrategy::ddp: break;
-    case ShardingStrategy::zero:
-      l.optimizer = s.zero_stage >= 1;
-      l.gradients = s.zero_stage >= 2;
-      l.parameters = s.zero_stage >= 3;
-      break;
-    case ShardingStrategy::fsdp:
-      if (s.fsdp_mode == FsdpMode::no_shard) break;
-      l.optimizer = l.gradients = l.parameters = true;  // shard_grad_op also keeps sharded persistent params
-      if (s.fsdp_mode == FsdpMode::hybrid_shard) l.degree = s.shard_group;
-      break;
-  }
-  return l;
-}
-
 ModelStates model_states(const Scenario& s, const RankShare& share) {
   const Training& t = *s.training;
   const int dp = s.cluster.total_gpus() / (t.parallelism.tensor * t.parallelism.pipeline);

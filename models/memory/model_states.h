@@ -4,6 +4,7 @@
 // DeepSpeed's own estimators, Megatron-LM's 18 B/param and distributed optimizer, PyTorch FSDP's
 // sharded fp32 flat parameters (../shared/REFERENCES.md).
 #include "models/memory/rank_share.h"
+#include "models/memory/sharding_strategy.h"
 #include "models/scenario.h"
 #include "models/units.h"
 
@@ -17,16 +18,6 @@ struct StateBytesPerParam {
 };
 
 StateBytesPerParam state_bytes_per_param(const Training& training);
-
-/// Which states the strategy shards, and over how many GPUs.
-struct ShardingLayout {
-  int degree = 1;  ///< GPUs a sharded state is split over (data-parallel size, or FSDP's shard group)
-  bool optimizer = false;
-  bool gradients = false;
-  bool parameters = false;
-};
-
-ShardingLayout sharding_layout(const Training& training, int data_parallel);
 
 struct ModelStates {
   Bytes parameters;        ///< per GPU, persistent (the shard, or the whole stage)

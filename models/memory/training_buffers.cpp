@@ -4,22 +4,22 @@
 #include <cmath>
 
 #include "models/memory/rank_share.h"
+#include "models/memory/sharding_strategy.h"
 
 namespace memtwin {
 namespace {
 
 // Gathered (unsharded) parameters and gradients of FSDP units in flight.
-double fsdp_buffers(const Training& t, const RankShare& share, double element_bytes) {
+double fsdp_buffers(const Training& t, const RankShare& share, const ShardingDescriptor& d, double element_bytes) {
   const double unit = t.sharding.wrap == FsdpWrap::whole_model ? share.parameters : share.block_parameters;
   const double root = t.sharding.wrap == FsdpWrap::whole_model ? 0 : share.root_parameters;
   switch (t.sharding.fsdp_mode) {
     case FsdpMode::full_shard:
     case FsdpMode::hybrid_shard: {
       // The root unit (embedding, head) stays gathered through the step; per block, the gathered
-      // unit plus prefetched ones (the rate limiter allows two all-gathers in flight; without it
-      // FSDP1 can run further ahead), and in backward one unit's unsharded gradient.
-      const double units_in_flight = t.sharding.limit_all_gathers ? 2 : 3;
-      return (root + units_in_flight * unit + unit) * element_bytes;
+      // unit plus the prefetched ones, and in backward one unit's unsharded gradient.
+      const double units_in_flight = 1 + d.prefetch_blocks;
+      return (root + units_in_flight * unit + (d.unsharded_block_gradient ? unit : 0)) * element_bytes;
     }
     case FsdpMode::shard_grad_op:
       // Parameters stay unsharded from forward through backward (the ZeRO-2 analogue).
@@ -30,21 +30,14 @@ double fsdp_buffers(const Training& t, const RankShare& share, double element_by
   return 0;
 }
 
-double deepspeed_buffers(const Training& t, const RankShare& share) {
+// DeepSpeed ZeRO-3's transient buffers beside its reduce bucket: the estimator counts the largest
+// layer twice over (16-bit parameter and gradient, "largest_layer_memory"); the prefetch bucket
+// gathers ahead, bounded by stage3_max_live_parameters and by what there is to gather.
+double deepspeed_zero3_transient(const Training& t, const RankShare& share, double element) {
   const DeepSpeedBuckets& b = t.sharding.deepspeed;
-  const double fp16 = 2;
-  if (t.sharding.zero_stage == 3) {
-    // DeepSpeed's estimator counts the largest layer twice over (16-bit parameter and gradient,
-    // "largest_layer_memory"); the prefetch and reduce buckets are real allocations on top,
-    // bounded by stage3_max_live_parameters.
-    const double gathered = std::min(b.max_live_parameters, share.largest_tensor + b.prefetch_bucket_size);
-    return 4 * share.largest_tensor + fp16 * (gathered + b.reduce_bucket_size);
-  }
-  // Stages 0-2: the gradient reduce bucket (IPG buffer); stages 1-2 all-gather updated 16-bit
-  // parameters through the all-gather bucket.
-  double elements = b.reduce_bucket_size;
-  if (t.sharding.zero_stage >= 1) elements += b.allgather_bucket_size;
-  return fp16 * std::min(elements, 2 * share.trainable);
+  const double gathered =
+      std::min({b.max_live_parameters, share.largest_tensor + b.prefetch_bucket_size, share.parameters});
+  return 4 * share.largest_tensor + element * gathered;
 }
 
 }  // namespace
@@ -52,22 +45,15 @@ double deepspeed_buffers(const Training& t, const RankShare& share) {
 Bytes training_buffers(const Scenario& s, const RankShare& share) {
   const Training& t = *s.training;
   const double element = t.precision == Precision::fp32 ? 4 : 2;
-  double bytes = 0;
+  const ShardingDescriptor sharding = describe_sharding(s, share, data_parallel_size(s.cluster, t));
+  double bytes = sharding.persistent_bytes().as_double();
   switch (t.sharding.strategy) {
-    case ShardingStrategy::ddp: {
-      // PyTorch DDP's buckets hold a copy of every gradient (gradient_as_bucket_view=False);
-      // Megatron's contiguous main_grad buffer is the gradient itself; ideal counts nothing.
-      // One GPU has no data-parallel wrapper and so no buckets.
-      const int dp = s.cluster.total_gpus() / (t.parallelism.tensor * t.parallelism.pipeline);
-      if (dp > 1 && (t.framework == Framework::fsdp || t.framework == Framework::deepspeed)) {
-        bytes += share.trainable * element;
-      }
-      break;
-    }
+    case ShardingStrategy::ddp: break;
     case ShardingStrategy::zero:
+      if (t.sharding.zero_stage != 3) break;
       if (t.framework == Framework::deepspeed) {
-        bytes += deepspeed_buffers(t, share);
-      } else if (t.sharding.zero_stage == 3) {
+        bytes += deepspeed_zero3_transient(t, share, element);
+      } else {
         bytes += 2 * share.block_parameters * element;  // the gathered block and the prefetched next
       }
       break;
@@ -75,7 +61,7 @@ Bytes training_buffers(const Scenario& s, const RankShare& share) {
       if (t.framework == Framework::ideal && t.sharding.fsdp_mode != FsdpMode::shard_grad_op) {
         bytes += (t.sharding.fsdp_mode == FsdpMode::no_shard ? 0 : 2 * share.block_parameters * element);
       } else {
-        bytes += fsdp_buffers(t, share, element);
+        bytes += fsdp_buffers(t, share, sharding, element);
       }
       break;
   }

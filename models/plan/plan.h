@@ -104,7 +104,7 @@ struct Plan {
   ///< ("pp_next" and "pp_prev" hold the same pairs of consecutive pipeline stages, named from
   ///< either end)
   std::vector<std::map<std::string, int>> group_of_rank;      ///< rank -> role -> index into groups[role]
-  Bytes persistent_bytes;  ///< model states and runtime every rank holds before the first op
+  Bytes persistent_bytes;  ///< model states, runtime and the sharding strategy's buckets every rank holds before the first op
   std::string description;
 
   [[nodiscard]] int ranks() const { return static_cast<int>(program_of_rank.size()); }

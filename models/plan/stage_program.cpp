@@ -7,6 +7,7 @@
 #include "models/memory/model_states.h"
 #include "models/memory/training_buffers.h"
 #include "models/memory/rank_share.h"
+#include "models/memory/sharding_strategy.h"
 #include "models/model_facts.h"
 #include "models/plan/block_cost.h"
 #include "models/plan/op_emitter.h"
@@ -18,42 +19,15 @@ Bytes bytes_of(double b) { return Bytes(static_cast<std::int64_t>(std::ceil(b)))
 
 }  // namespace
 
-bool gathers_parameters(const Training& t) {
-  return (t.sharding.strategy == ShardingStrategy::zero && t.sharding.zero_stage == 3) ||
-         (t.sharding.strategy == ShardingStrategy::fsdp &&
-          (t.sharding.fsdp_mode == FsdpMode::full_shard || t.sharding.fsdp_mode == FsdpMode::hybrid_shard));
-}
-
-namespace {
-
-bool deepspeed_zero3(const Training& t) {
-  return t.framework == Framework::deepspeed && t.sharding.strategy == ShardingStrategy::zero && t.sharding.zero_stage == 3;
-}
-
-// Blocks DeepSpeed's ZeRO-3 coordinator gathers ahead of the one computing: it prefetches up to
-// stage3_prefetch_bucket_size parameters ahead (at least the next parameter, so at least the next
-// block's first), as long as every gathered parameter stays within stage3_max_live_parameters.
-// A block of more than half max_live_parameters is never prefetched: its gather waits for the
-// previous block's release (175B GPT: 1.8e9 parameters per block against the default 1e9).
-int deepspeed_prefetch_blocks(const DeepSpeedBuckets& b, double block_params) {
-  if (block_params <= 0) return 1;
-  const double by_bucket = std::max(1.0, std::floor(b.prefetch_bucket_size / block_params));
-  const double by_live = std::floor(b.max_live_parameters / block_params) - 1;
-  return static_cast<int>(std::clamp(std::min(by_bucket, by_live), 0.0, 1e6));
-}
-
-}  // namespace
-
 struct StageProgramBuilder::Impl {
   Impl(const Scenario& sc, const StageSpec& sp, Program& program)
       : s(sc), t(*sc.training), m(sc.model), spec(sp), e(program), block(block_cost(sc)),
-        layout(sharding_layout(t, sp.dp_ranks)), share(rank_share(sc.model, t)) {
+        share(rank_share(sc.model, t)), sharding(describe_sharding(sc, share, sp.dp_ranks)), layout(sharding.layout) {
     element = t.precision == Precision::fp32 ? 4 : 2;
     tokens = tokens_per_rank(t);
     tp = t.parallelism.tensor;
-    gather = gathers_parameters(t);
-    prefetch = deepspeed_zero3(t) ? deepspeed_prefetch_blocks(t.sharding.deepspeed, block.params)
-                                  : (t.sharding.limit_all_gathers ? 1 : 2);
+    gather = sharding.gathers_parameters;
+    prefetch = sharding.prefetch_blocks;
     shard_role = spec.hybrid ? "shard" : "dp";
     const ParameterCount count = count_parameters(m);
     const double head = (m.tied_embeddings ? count.embedding : count.lm_head) / tp;
@@ -166,8 +140,9 @@ struct StageProgramBuilder::Impl {
   StageSpec spec;
   Emitter e;
   BlockCost block;
-  ShardingLayout layout;
   RankShare share;
+  ShardingDescriptor sharding;
+  ShardingLayout layout;
   double element = 2, tokens = 0, root_params = 0, head_params = 0;
   int tp = 1, prefetch = 1;
   bool gather = false;
@@ -191,9 +166,10 @@ void StageProgramBuilder::prologue() {
   x.e.memory(OpKind::alloc, "gradients", states.gradients, {});
   x.start = x.e.memory(OpKind::alloc, "optimizer_states", states.optimizer_states, {});
   persistent_ = runtime + states.parameters + states.gradients + states.optimizer_states;
-  if (x.t.sharding.strategy == ShardingStrategy::ddp && x.spec.dp_ranks > 1 &&
-      (x.t.framework == Framework::fsdp || x.t.framework == Framework::deepspeed)) {
-    x.start = x.e.memory(OpKind::alloc, "ddp_buckets", bytes_of(x.share.trainable * x.element), {});
+  // The strategy's communication buckets, allocated once and kept through the step.
+  for (const PersistentBuffer& buffer : x.sharding.persistent_buffers) {
+    x.start = x.e.memory(OpKind::alloc, buffer.tensor, buffer.size, {x.start});
+    persistent_ += buffer.size;
   }
   if (x.gather && x.root_params > 0) {
     // The root unit (embedding, head) stays gathered through the step; its gathers repeat per pass.
@@ -291,6 +267,9 @@ void StageProgramBuilder::backward(int mb) {
       a = x.fetch_shard_from_nvme(name + ".bwd", a);
       x.gather_block(name + ".bwd_ag", a, deps);
     }
+    if (x.sharding.unsharded_block_gradient) {
+      deps.push_back(x.e.memory(OpKind::alloc, name + ".grads", gathered, {deps.front()}));
+    }
     std::uint32_t last = deps.front();
     if (x.t.recompute == Recompute::full) {
       // Full recompute runs the block's forward again, its tensor-parallel collectives included.
@@ -321,7 +300,14 @@ void StageProgramBuilder::backward(int mb) {
     last = x.tp_collectives(name + ".bwd", last);
     x.previous = x.e.memory(OpKind::free, name + ".activations", activations, {last});
     if (x.gather) x.free_gather_bwd[b] = x.e.memory(OpKind::free, name + ".params_bwd", gathered, {x.previous});
+    const std::size_t reduced_before = x.reductions.size();
     if (reduce_now) x.reduce_block_gradients(name, x.previous);
+    if (x.sharding.unsharded_block_gradient) {
+      // The unsharded gradient is freed once its reductions have read it.
+      std::vector<std::uint32_t> read(x.reductions.begin() + static_cast<std::ptrdiff_t>(reduced_before), x.reductions.end());
+      read.push_back(x.previous);
+      x.e.memory(OpKind::free, name + ".grads", gathered, read);
+    }
   }
   if (stage > 0) {
     x.e.collective(tag + "send_gradients", Collective::p2p_backward, "pp_prev", x.boundary_bytes(), {x.previous},

@@ -26,9 +26,6 @@ struct StageSpec {
   int shard_degree = 1;
 };
 
-/// ZeRO-3 and FSDP (full or hybrid shard) gather each block's parameters before using them.
-bool gathers_parameters(const Training& training);
-
 class StageProgramBuilder {
  public:
   StageProgramBuilder(const Scenario& scenario, const StageSpec& spec, Program& program);

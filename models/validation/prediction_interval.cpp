@@ -8,7 +8,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "models/embedded.h"
-#include "models/plan/stage_program.h"
+#include "models/memory/sharding_strategy.h"
 
 namespace memtwin {
 
