@@ -2,6 +2,7 @@
 // Units as types. Every physical quantity in memtwin carries its unit in its type, never in a
 // comment: Bytes (exact, integral), Seconds, BytesPerSec, FlopsPerSec, Flops. Conversions from the
 // scenario's strings ("80GiB", "450GB/s", "2us", "989TFLOPS", "400Gbps") live in unit_parse.h.
+#include <cmath>
 #include <cstdint>
 #include <compare>
 
@@ -54,6 +55,9 @@ class Bytes {
  private:
   std::int64_t count_ = 0;
 };
+
+/// A fractional byte count (a share of a sharded tensor, a bucket of elements), rounded up.
+inline Bytes ceil_bytes(double bytes) { return Bytes(static_cast<std::int64_t>(std::ceil(bytes))); }
 
 constexpr Seconds operator/(Bytes b, BytesPerSec r) { return Seconds(b.as_double() / r.value()); }
 constexpr Seconds operator/(Flops f, FlopsPerSec r) { return Seconds(f.value() / r.value()); }

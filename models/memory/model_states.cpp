@@ -8,8 +8,6 @@
 namespace memtwin {
 namespace {
 
-Bytes ceil_bytes(double b) { return Bytes(static_cast<std::int64_t>(std::ceil(b))); }
-
 // Optimizer state bytes per parameter beyond the weights themselves (K of the ZeRO paper, without
 // the fp32 master copy): Adam keeps m and v, SGD with momentum one buffer, plain SGD nothing,
 // Adafactor its factored second moments (counted separately from the shapes).

@@ -11,7 +11,8 @@
 namespace memtwin {
 namespace {
 
-Bytes ceil_bytes(double b) { return Bytes(static_cast<std::int64_t>(std::ceil(std::max(0.0, b)))); }
+// Rounded up, and never below zero.
+Bytes ceil_nonnegative_bytes(double b) { return Bytes(static_cast<std::int64_t>(std::ceil(std::max(0.0, b)))); }
 
 double kv_element_bytes(KvDtype d) { return d == KvDtype::fp8 ? 1 : 2; }
 
@@ -107,8 +108,8 @@ ServingMemory serving_memory(const Scenario& s) {
   const KvShape shape = serving_kv_shape(s);
   auto compressor = make_kv_compressor(inf.kv_cache.compression, shape);
 
-  out.weights = ceil_bytes(weight_bytes(s));
-  out.activations = ceil_bytes(profile_activation_bytes(s));
+  out.weights = ceil_nonnegative_bytes(weight_bytes(s));
+  out.activations = ceil_nonnegative_bytes(profile_activation_bytes(s));
   const int communicators = (sv.tensor_parallel > 1 ? 1 : 0) + (sv.pipeline_parallel > 1 ? 1 : 0);
   out.runtime = rt.cuda_context + rt.framework_overhead + rt.nccl_buffers * communicators;
   out.cuda_graphs = sv.cuda_graphs ? rt.cuda_graph_pool : Bytes(0);
@@ -119,7 +120,7 @@ ServingMemory serving_memory(const Scenario& s) {
   const Bytes pool = inf.kv_cache.memory ? *inf.kv_cache.memory : out.budget - non_kv;
   out.kv_bytes_per_token_uncompressed = shape.token_bytes();
   out.kv_bytes_per_stored_token = compressor->bytes_per_stored_token();
-  out.block_bytes = ceil_bytes(out.kv_bytes_per_stored_token * sv.block_size);
+  out.block_bytes = ceil_nonnegative_bytes(out.kv_bytes_per_stored_token * sv.block_size);
   if (pool.count() > 0) {
     out.kv_pool = pool;
     out.capacity_blocks = pool.count() / out.block_bytes.count();

@@ -6,8 +6,6 @@
 namespace memtwin {
 namespace {
 
-Bytes bytes_of(double b) { return Bytes(static_cast<std::int64_t>(std::ceil(b))); }
-
 bool deepspeed_zero(const Training& t) {
   return t.framework == Framework::deepspeed && t.sharding.strategy == ShardingStrategy::zero;
 }
@@ -34,7 +32,7 @@ std::vector<PersistentBuffer> buckets(const Training& t, const RankShare& share,
       // Megatron's contiguous main_grad buffer is the gradient itself; ideal counts nothing.
       // One GPU has no data-parallel wrapper and so no buckets.
       if (dp > 1 && (t.framework == Framework::fsdp || t.framework == Framework::deepspeed)) {
-        out.push_back({"ddp_buckets", bytes_of(share.trainable * element)});
+        out.push_back({"ddp_buckets", ceil_bytes(share.trainable * element)});
       }
       break;
     case ShardingStrategy::zero:
@@ -42,16 +40,16 @@ std::vector<PersistentBuffer> buckets(const Training& t, const RankShare& share,
       if (t.sharding.zero_stage == 3) {
         // Stage 3's contiguous-gradients buffer (the IPG bucket): reduce_bucket_size elements of
         // the parameters' dtype, allocated once whatever the model's size.
-        out.push_back({"zero.reduce_bucket", bytes_of(b.reduce_bucket_size * element)});
+        out.push_back({"zero.reduce_bucket", ceil_bytes(b.reduce_bucket_size * element)});
       } else {
         // Stages 0-2: the gradient reduce bucket and, from stage 1, the bucket updated parameters
         // are all-gathered through; together never more than the gradients and parameters.
         const double limit = 2 * share.trainable;
         const double reduce = std::min(b.reduce_bucket_size, limit);
-        out.push_back({"zero.reduce_bucket", bytes_of(reduce * element)});
+        out.push_back({"zero.reduce_bucket", ceil_bytes(reduce * element)});
         if (t.sharding.zero_stage >= 1) {
           const double gather = std::min(b.reduce_bucket_size + b.allgather_bucket_size, limit) - reduce;
-          out.push_back({"zero.allgather_bucket", bytes_of(gather * element)});
+          out.push_back({"zero.allgather_bucket", ceil_bytes(gather * element)});
         }
       }
       break;

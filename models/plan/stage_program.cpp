@@ -13,11 +13,6 @@
 #include "models/plan/op_emitter.h"
 
 namespace memtwin {
-namespace {
-
-Bytes bytes_of(double b) { return Bytes(static_cast<std::int64_t>(std::ceil(b))); }
-
-}  // namespace
 
 struct StageProgramBuilder::Impl {
   Impl(const Scenario& sc, const StageSpec& sp, Program& program)
@@ -83,7 +78,7 @@ struct StageProgramBuilder::Impl {
   // reduce-scatters their gradients, which the block's remaining backward waits for.
   std::uint32_t gather_context_kv(const std::string& where, std::uint32_t dep) {
     if (block.context_kv_bytes <= 0) return dep;
-    const auto a = e.memory(OpKind::alloc, where + ".kv_gathered", bytes_of(block.context_kv_bytes), {dep});
+    const auto a = e.memory(OpKind::alloc, where + ".kv_gathered", ceil_bytes(block.context_kv_bytes), {dep});
     return e.collective(where + ".cp_ag", Collective::all_gather, "cp", block.context_kv_bytes, {a}, {}, Stream::context);
   }
   std::uint32_t release_context_kv(const std::string& where, std::uint32_t dep, bool reduce_gradients) {
@@ -91,7 +86,7 @@ struct StageProgramBuilder::Impl {
     if (reduce_gradients) {
       dep = e.collective(where + ".cp_rs", Collective::reduce_scatter, "cp", block.context_kv_bytes, {dep}, {}, Stream::context);
     }
-    return e.memory(OpKind::free, where + ".kv_gathered", bytes_of(block.context_kv_bytes), {dep});
+    return e.memory(OpKind::free, where + ".kv_gathered", ceil_bytes(block.context_kv_bytes), {dep});
   }
 
   // Expert parallelism's token exchange around the experts: dispatch, then combine.
@@ -173,7 +168,7 @@ void StageProgramBuilder::prologue() {
   }
   if (x.gather && x.root_params > 0) {
     // The root unit (embedding, head) stays gathered through the step; its gathers repeat per pass.
-    x.start = x.e.memory(OpKind::alloc, "root.params", bytes_of(x.root_params * x.element), {x.start});
+    x.start = x.e.memory(OpKind::alloc, "root.params", ceil_bytes(x.root_params * x.element), {x.start});
   }
   x.previous = x.start;
 }
@@ -194,8 +189,8 @@ void StageProgramBuilder::forward(int mb) {
   if (x.gather && x.root_params > 0) {
     x.previous = x.e.collective(tag + "root.ag", Collective::all_gather, x.shard_role, x.root_params * x.element, {x.previous});
   }
-  const Bytes gathered = bytes_of(x.block.params * x.element);
-  const Bytes activations = bytes_of(x.block.activation_bytes);
+  const Bytes gathered = ceil_bytes(x.block.params * x.element);
+  const Bytes activations = ceil_bytes(x.block.activation_bytes);
   for (int b = 0; b < x.spec.layers; ++b) {
     const std::string name = tag + "block" + std::to_string(x.spec.first_layer + b);
     std::vector<std::uint32_t> deps = {x.previous};
@@ -221,7 +216,7 @@ void StageProgramBuilder::forward(int mb) {
   }
   if (x.spec.has_head) {
     // Output layer and loss, forward and backward (the last stage turns around here).
-    const Bytes logits = bytes_of(x.tokens * (6.0 * x.m.vocab / x.tp + 4.0 * x.m.hidden));
+    const Bytes logits = ceil_bytes(x.tokens * (6.0 * x.m.vocab / x.tp + 4.0 * x.m.hidden));
     const auto la = x.e.memory(OpKind::alloc, tag + "logits", logits, {x.previous});
     const auto head = x.e.compute(tag + "head", ComputeClass::gemm, 3 * 2 * x.head_params * x.tokens,
                                   x.element * (x.head_params + x.tokens * x.m.vocab / x.tp), {la},
@@ -254,8 +249,8 @@ void StageProgramBuilder::backward(int mb) {
                                 {x.previous});
   }
   const std::uint32_t backward_start = x.previous;
-  const Bytes gathered = bytes_of(x.block.params * x.element);
-  const Bytes activations = bytes_of(x.block.activation_bytes);
+  const Bytes gathered = ceil_bytes(x.block.params * x.element);
+  const Bytes activations = ceil_bytes(x.block.activation_bytes);
   for (int b = x.spec.layers - 1; b >= 0; --b) {
     const std::string name = tag + "block" + std::to_string(x.spec.first_layer + b);
     std::vector<std::uint32_t> deps = {x.previous};

@@ -6,7 +6,6 @@
 
 #include "models/memory/rank_share.h"
 #include "models/memory/sharding_strategy.h"
-#include "models/memory/training_buffers.h"
 #include "models/memory/training_memory.h"
 #include "models/plan/training_plan.h"
 #include "models/scenario_loader.h"
@@ -85,8 +84,7 @@ TEST_CASE("DeepSpeed ZeRO-3's contiguous-gradients bucket is reduce_bucket_size 
 
 TEST_CASE("a MoE run under ZeRO-3: the simulated peak is within 5% of the closed form and never above it", "[unit]") {
   // The closed form sums each kind's maximum; the simulated timeline reaches them at different
-  // moments, so it may be lower, never higher. Before the buckets were one decision the two
-  // differed by 50% (the plan lacked the reduce bucket the closed form counted).
+  // moments, so it may be lower, never higher. Both count the same reduce bucket.
   const std::string moe = source_path("scenarios/host/train-moe-ep2-2ranks.yaml");
   for (const std::vector<std::string>& sets :
        {std::vector<std::string>{}, {"training.sharding.reduce_bucket_size=5e7"}}) {
