@@ -60,7 +60,7 @@ class DeviceModel {
       : m_(s.model), allocator_(allocator), kernels_(kernels) {
     // The GEMMs the simulator's iteration model prices (models/serving/serving_gemms.h), on one
     // rank: the fused QKV and gate-up matrices.
-    const std::vector<ServingGemm> gemms = serving_weight_gemms(m_, 1);
+    const std::vector<ServingGemm> gemms = serving_weight_gemms(m_, 1, 1);
     auto outputs_of = [&](ServingGemm::Role role) {
       return static_cast<int>(std::find_if(gemms.begin(), gemms.end(), [&](const ServingGemm& g) { return g.role == role; })->outputs);
     };
@@ -70,7 +70,7 @@ class DeviceModel {
     if (outputs_of(ServingGemm::Role::qkv) != q_ + 2 * kv_) throw std::logic_error("the fused QKV projection is not q | k | v");
     width_ = std::max(2 * q_ + 2 * kv_, up_ + m_.intermediate);
     std::int64_t floats = 0;
-    for (const ServingGemm& g : gemms) floats += g.inner * g.outputs * (g.role == ServingGemm::Role::head ? 1 : m_.layers);
+    for (const ServingGemm& g : gemms) floats += g.inner * g.outputs * (g.role == ServingGemm::Role::head ? 1 : m_.layers * g.per_layer);
     // One allocation the size the memory model counts (embeddings and norms included); the
     // matrices the GEMMs read are carved from it.
     if (floats * 4 > weight_bytes) throw std::logic_error("weights larger than the memory model counts");
@@ -81,8 +81,8 @@ class DeviceModel {
     for (Layer& layer : layers_) {
       for (const ServingGemm& g : gemms) {
         if (g.role == ServingGemm::Role::head) continue;
-        layer.matrix[static_cast<int>(g.role)] = w;
-        w += g.inner * g.outputs;
+        layer.matrix[static_cast<int>(g.role)] = w;  // a MoE layer's experts one after another
+        w += g.inner * g.outputs * g.per_layer;
       }
     }
     lm_head_ = w;
@@ -196,9 +196,13 @@ class DeviceModel {
       // Output projection added to the residual stream (beta 1), then the MLP on its norm.
       kernels_.gemm(tokens, h, q_, inter + q_ + 2 * kv_, width_, w.o(), h, 1.0f, residual, h);
       kernels_.rms_norm(residual, normed, tokens, h);
-      kernels_.gemm(tokens, up_, h, normed, h, w.up(), up_, 0.0f, inter, width_);
-      kernels_.activation(inter, tokens, width_, m_.intermediate, up_ > m_.intermediate);
-      kernels_.gemm(tokens, h, m_.intermediate, inter + up_, width_, w.down(), h, 1.0f, residual, h);
+      if (m_.experts > 1) {
+        experts(w, normed, residual, tokens);
+      } else {
+        kernels_.gemm(tokens, up_, h, normed, h, w.up(), up_, 0.0f, inter, width_);
+        kernels_.activation(inter, tokens, width_, m_.intermediate, up_ > m_.intermediate);
+        kernels_.gemm(tokens, h, m_.intermediate, inter + up_, width_, w.down(), h, 1.0f, residual, h);
+      }
     }
     // The output head for the tokens that produce one (as many rows as outputs), greedy sampling.
     if (outputs > 0) {
@@ -213,6 +217,61 @@ class DeviceModel {
 
  private:
   float* tensor(std::int64_t bytes, const char* what) { return static_cast<float*>(allocator_.allocate(bytes, what)); }
+  struct Layer;
+
+  // A MoE layer: the router's logits, then each expert's gate-up GEMM, activation and down GEMM
+  // over the tokens routed to it, added into the residual stream. The weights are synthetic, so
+  // their logits carry no routing: tokens are routed the balanced way the iteration model assumes
+  // (a trained router's load balancing aims for it). Token t's first expert is t x experts /
+  // tokens, its j-th that plus j x (experts / top-k), so an expert's tokens are top-k contiguous
+  // runs, each token's experts are distinct, and each expert gets tokens x top-k / experts of them
+  // (a token for each of top-k experts when there are fewer tokens than experts; the others are
+  // skipped, as a fused MoE kernel skips experts without tokens).
+  void experts(const Layer& w, const float* normed, float* residual, int tokens) {
+    const int h = m_.hidden, e_count = m_.experts, k = m_.experts_per_token, inter = m_.intermediate;
+    const int stride = std::max(1, e_count / k);
+    const int mid_width = up_ + inter;  // [gate | up | activated] per routed row
+    auto first_of = [&](int expert) {  // the first token whose first expert is `expert`
+      return static_cast<int>((static_cast<std::int64_t>(expert) * tokens + e_count - 1) / e_count);
+    };
+    int most = 0;
+    for (int e = 0; e < e_count; ++e) {
+      int rows = 0;
+      for (int j = 0; j < k; ++j) {
+        const int primary = ((e - j * stride) % e_count + e_count) % e_count;
+        rows += first_of(primary + 1) - first_of(primary);
+      }
+      most = std::max(most, rows);
+    }
+    auto* logits = tensor(4LL * tokens * e_count, "activations.router_logits");
+    auto* rows_in = tensor(4LL * std::max(most, 1) * h, "activations.expert_rows");
+    auto* mid = tensor(4LL * std::max(most, 1) * mid_width, "activations.expert_intermediate");
+    kernels_.gemm(tokens, e_count, h, normed, h, w.router(), e_count, 0.0f, logits, e_count);
+    const std::int64_t up_elements = static_cast<std::int64_t>(h) * up_, down_elements = static_cast<std::int64_t>(inter) * h;
+    for (int e = 0; e < e_count; ++e) {
+      int rows = 0;
+      for (int j = 0; j < k; ++j) {  // gather the runs routed to e
+        const int primary = ((e - j * stride) % e_count + e_count) % e_count;
+        const int from = first_of(primary), count = first_of(primary + 1) - from;
+        if (count > 0) kernels_.copy_rows(normed + static_cast<std::int64_t>(from) * h, h, rows_in + static_cast<std::int64_t>(rows) * h, h, count, h);
+        rows += count;
+      }
+      if (rows == 0) continue;
+      kernels_.gemm(rows, up_, h, rows_in, h, w.up() + e * up_elements, up_, 0.0f, mid, mid_width);
+      kernels_.activation(mid, rows, mid_width, inter, up_ > inter);
+      rows = 0;
+      for (int j = 0; j < k; ++j) {  // each run's outputs added to its tokens' residual rows
+        const int primary = ((e - j * stride) % e_count + e_count) % e_count;
+        const int from = first_of(primary), count = first_of(primary + 1) - from;
+        if (count > 0) {
+          kernels_.gemm(count, h, inter, mid + static_cast<std::int64_t>(rows) * mid_width + up_, mid_width,
+                        w.down() + e * down_elements, h, 1.0f, residual + static_cast<std::int64_t>(from) * h, h);
+        }
+        rows += count;
+      }
+    }
+    for (float* t : {mid, rows_in, logits}) allocator_.release(t);
+  }
 
   // Layer `layer`'s metadata for the kernels: where each new token's K and V go (decodes, then the
   // prefill chunks), the decodes' block tables and cached lengths, the prefilling sequences' tables.
@@ -247,7 +306,8 @@ class DeviceModel {
   }
 
   struct Layer {
-    float* matrix[4] = {};  // by ServingGemm::Role: qkv, attention_out, gate_up, down
+    float* matrix[static_cast<int>(ServingGemm::Role::count)] = {};  // by ServingGemm::Role (a MoE layer's experts in a row)
+    [[nodiscard]] const float* router() const { return matrix[static_cast<int>(ServingGemm::Role::router)]; }
     [[nodiscard]] const float* qkv() const { return matrix[static_cast<int>(ServingGemm::Role::qkv)]; }
     [[nodiscard]] const float* o() const { return matrix[static_cast<int>(ServingGemm::Role::attention_out)]; }
     [[nodiscard]] const float* up() const { return matrix[static_cast<int>(ServingGemm::Role::gate_up)]; }
@@ -284,7 +344,6 @@ void require_serving_support(const Scenario& s) {
   if (inf.weight_dtype != WeightDtype::fp32) {
     throw Unsupported("the serving engine computes in fp32 (sgemm): set inference.weights.dtype: fp32");
   }
-  if (s.model.experts > 1) throw Unsupported("the serving engine runs dense models, not mixture-of-experts");
   if (inf.tiers.nvme) throw Unsupported("the NVMe tier (inference.tiers.nvme) is simulated only; the host tier runs");
   if (!s.model.architecture_known) throw Unsupported("serving on a device needs the model's architecture");
   kv_format(s);

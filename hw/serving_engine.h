@@ -19,7 +19,9 @@
 // StreamingLLM, H2O, SnapKV and PyramidKV keep their tokens as hw/kv_eviction.h says (the scored
 // ones on devices with the score kernels: the host, and CUDA's, not yet run on a GPU); PyramidKV's
 // layers have block tables of their own (hw/block_pool.h).
-// Supported: one replica, no tensor or pipeline parallelism, fp32 weights, KV compression none
+// A mixture-of-experts layer runs its router's GEMM, then each expert's GEMMs over the tokens routed
+// to it (balanced routing: the weights are synthetic), skipping experts without tokens.
+// Supported: one replica, no tensor, pipeline or expert parallelism, fp32 weights, KV compression none
 // (16-bit or fp8), int8/int4/int2 (head_dim 64, 128 or 256), streaming, h2o, snapkv or pyramidkv,
 // no NVMe tier. Anything else throws Unsupported naming it.
 #include <cstdint>

@@ -259,6 +259,9 @@ struct ServingSpec {
   int replicas = 1;
   int tensor_parallel = 1;
   int pipeline_parallel = 1;
+  /// vLLM's enable_expert_parallel: a MoE model's experts are spread whole over every GPU of the
+  /// replicas (data-parallel attention), which step together; off, each replica holds all experts.
+  bool expert_parallel = false;
   int max_num_seqs = 256;
   int max_num_batched_tokens = 8192;
   int max_model_len = 4096;
@@ -270,6 +273,9 @@ struct ServingSpec {
   bool cuda_graphs = true;
   Bytes swap_space;  ///< host memory per GPU reserved for swapped-out KV blocks
   Router router = Router::round_robin;
+  /// GPUs a MoE layer's experts are spread over: replicas x tensor parallel with expert
+  /// parallelism (vLLM's EP size), else 1 (each replica's tensor ranks split every expert).
+  [[nodiscard]] int expert_parallel_size() const { return expert_parallel ? replicas * tensor_parallel : 1; }
 };
 
 /// inference.kv_cache.compression: the method and the parameters its descriptor reads (models/kv/kv_method.h).

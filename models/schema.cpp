@@ -119,6 +119,8 @@ void declare_inference(Table& t) {
   t.add("inference.serving.replicas", K::integer, "1", "data-parallel engine replicas").at_least(1);
   t.add("inference.serving.tensor_parallel", K::integer, "1", "GPUs per replica in tensor parallel").at_least(1);
   t.add("inference.serving.pipeline_parallel", K::integer, "1", "pipeline stages per replica").at_least(1);
+  t.add("inference.serving.expert_parallel", K::boolean, "false",
+        "MoE: spread the experts whole over all replicas' GPUs, which step together (vLLM enable_expert_parallel)");
   t.add("inference.serving.max_num_seqs", K::integer, "256", "sequences per iteration").at_least(1);
   t.add("inference.serving.max_num_batched_tokens", K::integer, "8192", "tokens per iteration").at_least(1);
   t.add("inference.serving.max_model_len", K::integer, none, "longest prompt + output").at_least(1)
@@ -281,6 +283,7 @@ const std::vector<KeyAlias>& key_aliases() {
         {s + "tensor_parallel_size", s + "tensor_parallel", V::same, vllm},
         {s + "pipeline_parallel_size", s + "pipeline_parallel", V::same, vllm},
         {s + "data_parallel_size", s + "replicas", V::same, vllm},
+        {s + "enable_expert_parallel", s + "expert_parallel", V::same, vllm},
         {s + "enable_chunked_prefill", s + "chunked_prefill", V::same, vllm},
         {s + "enable_prefix_caching", s + "prefix_caching", V::same, vllm},
         {s + "enforce_eager", s + "cuda_graphs", V::negated, vllm},

@@ -141,15 +141,20 @@ CollectivePlan plan_collective(Collective kind, const std::vector<int>& ranks, d
   return out;
 }
 
-void run_collective(const CollectivePlan& plan, const Platform& platform) {
+void run_collective(const CollectivePlan& plan, const Platform& platform) { run_collectives({&plan, 1}, platform); }
+
+void run_collectives(std::span<const CollectivePlan> plans, const Platform& platform) {
   std::vector<sg4::CommPtr> comms;
-  comms.reserve(plan.flows.size());
-  for (const auto& f : plan.flows) {
-    if (f.bytes <= 0) continue;
-    comms.push_back(sg4::Comm::sendto_async(platform.gpus[f.src], platform.gpus[f.dst], static_cast<uint64_t>(f.bytes)));
+  double latency = 0;
+  for (const CollectivePlan& plan : plans) {
+    for (const auto& f : plan.flows) {
+      if (f.bytes <= 0) continue;
+      comms.push_back(sg4::Comm::sendto_async(platform.gpus[f.src], platform.gpus[f.dst], static_cast<uint64_t>(f.bytes)));
+    }
+    latency = std::max(latency, plan.latency_s);
   }
   for (auto& c : comms) c->wait();
-  if (plan.latency_s > 0) sg4::this_actor::sleep_for(plan.latency_s);
+  if (latency > 0) sg4::this_actor::sleep_for(latency);
 }
 
 }  // namespace memtwin::sim

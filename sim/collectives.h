@@ -9,6 +9,7 @@
 // its share of the inter-node traffic to the same-rail GPU of the next node through its own NIC,
 // the rest over NVLink to its neighbour. An all-to-all (expert parallelism) is every member sending
 // each other member its share at once, n(n-1) uncapped flows.
+#include <span>
 #include <vector>
 
 #include "models/plan/plan.h"
@@ -34,5 +35,8 @@ CollectivePlan plan_collective(Collective kind, const std::vector<int>& ranks, d
 
 /// Runs the flows and waits for all of them, then the remaining latency. Call from an actor.
 void run_collective(const CollectivePlan& plan, const Platform& platform);
+/// Several collectives at once (on their own or on shared links): every plan's flows together,
+/// then the longest remaining latency.
+void run_collectives(std::span<const CollectivePlan> plans, const Platform& platform);
 
 }  // namespace memtwin::sim

@@ -95,7 +95,8 @@ def main():
         # are the ones the run names).
         for what, scenario, extra in [("quick-start", "scenarios/quickstart.yaml", []),
                                       ("ZeRO-2 with offload", "scenarios/training/llama2-70b-zero2-offload-64xh100.yaml", []),
-                                      ("H2O serving", "scenarios/host/serve-h2o-kv.yaml", few)]:
+                                      ("H2O serving", "scenarios/host/serve-h2o-kv.yaml", few),
+                                      ("expert-parallel serving", "scenarios/serving/mixtral-8x7b-ep8-h100.yaml", few)]:
             emitted = scratch / "plan.json"
             ran = json.loads(run(binary, source, ["run", scenario, "--json", *extra, "--emit-plan", str(emitted)]).stdout)
             plan = json.loads(emitted.read_text())

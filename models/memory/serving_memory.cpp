@@ -30,17 +30,22 @@ double mean_length(const LengthDistribution& d, double fallback) {
 // Bytes of the unquantised tensors (embeddings, norms, activations): 16-bit, or 32 for fp32 models.
 double dense_element_bytes(WeightDtype dtype) { return dtype == WeightDtype::fp32 ? 4 : 2; }
 
-// Weights of the heaviest pipeline stage on one tensor rank.
+// Weights of the heaviest pipeline stage on one tensor rank. With expert parallelism a GPU holds
+// its share of the experts whole (experts / expert_parallel_size of them) instead of a tensor slice
+// of each.
 double weight_bytes(const Scenario& s) {
   const ModelSpec& m = s.model;
   const Inference& inf = *s.inference;
   const ParameterCount c = count_parameters(m);
   const double tp = inf.serving.tensor_parallel;
+  const double ep = inf.serving.expert_parallel_size();
   const int pp = inf.serving.pipeline_parallel;
   const int stage_layers = (m.layers + pp - 1) / pp;
   double linear = 0;
   for (const auto& w : block_matrices(m)) {
-    linear += w.elements() / tp * linear_weight_bytes(inf.weight_dtype, inf.weight_group_size, w.rows / tp);
+    const bool whole_experts = w.copies > 1 && ep > 1;
+    const double split = whole_experts ? ep : tp;
+    linear += w.elements() / split * linear_weight_bytes(inf.weight_dtype, inf.weight_group_size, whole_experts ? w.rows : w.rows / tp);
   }
   const double other_per_block = (c.per_layer - [&] {
     double e = 0;
@@ -71,7 +76,11 @@ double profile_activation_bytes(const Scenario& s) {
   const double element = dense_element_bytes(s.inference->weight_dtype);
   const double per_token = element * (2 * m.hidden + std::max(attention, mlp));
   const double logits = static_cast<double>(std::min(sv.max_num_seqs, sv.max_num_batched_tokens)) * m.vocab * (element + 4);
-  return tokens * per_token + logits;
+  // Expert parallelism gathers every replica's hidden states before the experts and holds the
+  // experts' summed outputs before scattering them back (vLLM's all-gather / reduce-scatter
+  // dispatch): two tensors of the whole group's tokens.
+  const double gathered = sv.expert_parallel_size() > 1 ? 2.0 * sv.replicas * tokens * m.hidden * element : 0.0;
+  return tokens * per_token + logits + gathered;
 }
 
 }  // namespace
@@ -110,7 +119,8 @@ ServingMemory serving_memory(const Scenario& s) {
 
   out.weights = ceil_nonnegative_bytes(weight_bytes(s));
   out.activations = ceil_nonnegative_bytes(profile_activation_bytes(s));
-  const int communicators = (sv.tensor_parallel > 1 ? 1 : 0) + (sv.pipeline_parallel > 1 ? 1 : 0);
+  const int communicators =
+      (sv.tensor_parallel > 1 ? 1 : 0) + (sv.pipeline_parallel > 1 ? 1 : 0) + (sv.expert_parallel_size() > 1 ? 1 : 0);
   out.runtime = rt.cuda_context + rt.framework_overhead + rt.nccl_buffers * communicators;
   out.cuda_graphs = sv.cuda_graphs ? rt.cuda_graph_pool : Bytes(0);
   out.capacity = s.cluster.gpu.memory;

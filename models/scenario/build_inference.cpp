@@ -27,6 +27,16 @@ ServingSpec build_serving(const ParamValues& v, const Cluster& cluster, const Mo
   if (model.layers < s.pipeline_parallel) {
     v.fail("inference.serving.pipeline_parallel", str(s.pipeline_parallel) + " stages for " + str(model.layers) + " layers");
   }
+  s.expert_parallel = v.flag("inference.serving.expert_parallel");
+  if (s.expert_parallel) {
+    const std::string key = "inference.serving.expert_parallel";
+    if (model.experts == 1) v.fail(key, "the model has no experts (a dense model)");
+    if (s.pipeline_parallel > 1) v.fail(key, "expert parallelism together with pipeline stages is not modelled yet");
+    if (model.experts % s.expert_parallel_size() != 0) {
+      v.fail(key, "its size, " + str(s.replicas) + " replicas x tensor " + str(s.tensor_parallel) + " = " +
+                      str(s.expert_parallel_size()) + " GPUs, does not divide the model's " + str(model.experts) + " experts");
+    }
+  }
   s.max_num_seqs = v.int32("inference.serving.max_num_seqs");
   s.max_num_batched_tokens = v.int32("inference.serving.max_num_batched_tokens");
   if (v.given("inference.serving.max_model_len")) {

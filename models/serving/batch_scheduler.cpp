@@ -44,6 +44,9 @@ std::string serving_plan_hash(const Scenario& s, const std::vector<Request>& req
                          std::int64_t{sv.prefix_caching}})
     f.add(v);
   f.add(block_bytes);
+  // Replicas stepping together as one expert-parallel group run under other rules (hashes of
+  // runs without it are unchanged).
+  if (sv.expert_parallel_size() > 1) f.add(std::int64_t{sv.expert_parallel_size()});
   return f.hex();
 }
 

@@ -44,12 +44,14 @@ IterationModel::IterationModel(const Scenario& s) : s_(s) {
     // Each GEMM's weights at the precision the memory model counts them (linear layers quantised,
     // the head not), over every layer: with pipeline stages a batch passes them all in turn.
     double gemm_bytes = 0;
-    for (const ServingGemm& g : serving_weight_gemms(s.model, inf.serving.tensor_parallel)) {
+    for (const ServingGemm& g : serving_weight_gemms(s.model, inf.serving.tensor_parallel, inf.serving.expert_parallel_size())) {
       const bool head = g.role == ServingGemm::Role::head;
-      const double element = head ? per_parameter : linear_weight_bytes(inf.weight_dtype, inf.weight_group_size, g.inner);
+      const bool unquantised = head || g.role == ServingGemm::Role::router;  // as the memory model counts them
+      const double element = unquantised ? per_parameter : linear_weight_bytes(inf.weight_dtype, inf.weight_group_size, g.inner);
       const double bytes = g.elements() * element * (head ? 1.0 : static_cast<double>(g.per_layer) * s.model.layers);
-      weight_gemms_.push_back({g.inner, g.outputs, bytes, g.rows_per_token, head});
+      weight_gemms_.push_back({g.inner, g.outputs, bytes, g.rows_per_token, head, g.group_rows, g.routed()});
       gemm_bytes += bytes;
+      if (g.routed()) routed_weight_bytes_ += bytes;
     }
     other_weight_bytes_ = std::max(0.0, weight_bytes_ - gemm_bytes);
   }
@@ -64,6 +66,12 @@ IterationModel::IterationModel(const Scenario& s) : s_(s) {
   fp32_flops_ = flops.count(Precision::fp32) ? flops.at(Precision::fp32).value() : peak_flops_ / 8;
   hbm_ = s.cluster.gpu.hbm_bandwidth.value();
   tp_ = inf.serving.tensor_parallel;
+  ep_ = inf.serving.expert_parallel_size();
+  if (ep_ > 1) {
+    const bool gated = s.model.mlp == MlpKind::swiglu || s.model.mlp == MlpKind::geglu;
+    routed_params_per_token_ = static_cast<double>(s.model.layers) * s.model.experts_per_token * (gated ? 3.0 : 2.0) *
+                               static_cast<double>(s.model.hidden) * s.model.intermediate;
+  }
   // Dequantising kernels spend about five CUDA-core instructions per quantised element before the
   // dot product (shift, mask, int-to-float, the scale and zero point's FMA): the reason int4 decode
   // is ALU-bound on GPUs with few fp32 units for their bandwidth (README).
@@ -114,21 +122,31 @@ IterationModel::IterationModel(const Scenario& s) : s_(s) {
   if (write != s.cluster.kv_write_elements_per_s.end()) kv_write_elements_per_s_ = write->second;
 }
 
-double IterationModel::measured_weight_reads(double tokens, double sampled) const {
+double IterationModel::experts_touched(double tokens) const {
+  if (routed_weight_bytes_ <= 0) return 1.0;
+  return std::min(1.0, tokens * s_.model.experts_per_token / s_.model.experts);
+}
+
+double IterationModel::weight_bytes_read(double tokens) const {
+  return weight_bytes_ - routed_weight_bytes_ * (1.0 - experts_touched(tokens));
+}
+
+double IterationModel::measured_weight_reads(double tokens, double sampled, double group) const {
   const Efficiency& eff = s_.cluster.efficiency;
+  const double touched = experts_touched(group);
   if (!eff.gemm_memory_by_shape.empty() && !weight_gemms_.empty()) {
     double seconds = other_weight_bytes_ / (hbm_ * eff.memory);
     bool measured = true;
     for (const PricedGemm& g : weight_gemms_) {
-      const double rows = std::max(1.0, g.head ? sampled : tokens * g.rows_per_token);
+      const double rows = std::max(1.0, g.head ? sampled : (g.group_rows ? group : tokens) * g.rows_per_token);
       const double fraction = eff.gemm_memory_at(rows, g.inner, g.outputs);
       measured = measured && fraction > 0;  // 0: beyond the measured rows
-      if (measured) seconds += g.bytes / (hbm_ * fraction);
+      if (measured) seconds += g.bytes * (g.routed ? touched : 1.0) / (hbm_ * fraction);
     }
     if (measured) return seconds;
   }
   const double fraction = eff.gemm_memory_at(tokens);
-  return fraction > 0 ? weight_bytes_ / (hbm_ * fraction) : 0.0;
+  return fraction > 0 ? weight_bytes_read(group) / (hbm_ * fraction) : 0.0;
 }
 
 double IterationModel::compute_seconds(const IterationLoad& load) const { return compute_breakdown(load).total(); }
@@ -146,13 +164,17 @@ IterationOpSeconds IterationModel::compute_breakdown(const IterationLoad& load) 
   // The output head runs for the positions that sample a token, not for every prompt token (vLLM
   // prunes the hidden states to the sampled positions before the head).
   const double sampled = load.decode_sequences + load.prefills_completing;
-  const double gemm_flops = 2 * (body_params_ * tokens + head_params_ * sampled) / tp_;
+  // With expert parallelism the routed experts' share of the FLOPs follows the group's tokens, of
+  // which this GPU computes 1 / ep of the token-expert pairs.
+  const double group = load.expert_group_tokens > 0 ? load.expert_group_tokens : tokens;
+  const double gemm_flops = 2 * ((body_params_ - routed_params_per_token_) * tokens + head_params_ * sampled) / tp_ +
+                            2 * routed_params_per_token_ * group / ep_;
   const double arithmetic = std::max(gemm_flops / (peak_flops_ * eff.gemm_at(tokens)), weight_dequant_ops_ / (fp32_flops_ * eff.gemm));
-  const double weight_reads = weight_bytes_ / (hbm_ * eff.gemm_memory);
+  const double weight_reads = weight_bytes_read(group) / (hbm_ * eff.gemm_memory);
   double gemms = eff.gemm_overlap * std::max(arithmetic, weight_reads) + (1 - eff.gemm_overlap) * (arithmetic + weight_reads);
   // Where the GEMMs at this many rows were measured whole from memory, their measured rate: per
   // shape where measured so (the nearest measured shape's), else one rate for all the weights.
-  if (const double reads = measured_weight_reads(tokens, sampled); reads > 0) {
+  if (const double reads = measured_weight_reads(tokens, sampled, group); reads > 0) {
     gemms = std::max(reads, weight_dequant_ops_ / (fp32_flops_ * eff.gemm));
   }
 
@@ -212,6 +234,28 @@ double IterationModel::tp_all_reduce_bytes(const IterationLoad& load) const {
   return static_cast<double>(load.prefill_tokens + load.decode_sequences) * s_.model.hidden * 2;
 }
 
+// Within one replica the tensor ranks hold the same tokens: its experts' outputs are summed by the
+// tensor-parallel all-reduce already, so only a group of several replicas exchanges tokens.
+int IterationModel::ep_collectives() const { return lockstep_replicas() > 1 ? s_.model.layers : 0; }
+
+double IterationModel::ep_collective_bytes(int max_replica_tokens) const {
+  return static_cast<double>(lockstep_replicas()) * max_replica_tokens * s_.model.hidden * 2;
+}
+
+double IterationModel::ep_collective_seconds(int max_replica_tokens) const {
+  if (ep_collectives() == 0) return 0;
+  // Replica r holds GPUs r*tp .. r*tp + tp - 1, so a group of one tensor rank per replica spans
+  // the nodes its replicas' GPUs are on.
+  const int replicas = lockstep_replicas();
+  const int gpus_per_node = s_.cluster.gpus_per_node;
+  const int nodes = std::max(1, (replicas * static_cast<int>(tp_) + gpus_per_node - 1) / gpus_per_node);
+  const CollectiveGroup group{replicas, std::min(nodes, replicas)};
+  const CollectiveModel collectives(s_.cluster);
+  const double bytes = ep_collective_bytes(max_replica_tokens);
+  return ep_collectives() * (collectives.cost(Collective::all_gather, group, bytes).time().value() +
+                             collectives.cost(Collective::reduce_scatter, group, bytes).time().value());
+}
+
 double IterationModel::seconds(const IterationLoad& load) const {
   double comm = 0;
   if (tp_ > 1) {
@@ -219,7 +263,7 @@ double IterationModel::seconds(const IterationLoad& load) const {
     comm = tp_all_reduces() *
            CollectiveModel(s_.cluster).cost(Collective::all_reduce, {static_cast<int>(tp_), 1}, tp_all_reduce_bytes(load)).time().value();
   }
-  return compute_seconds(load) + comm;
+  return compute_seconds(load) + comm + ep_collective_seconds(load.prefill_tokens + load.decode_sequences);
 }
 
 double IterationModel::prefill_alone(int prompt_tokens) const {
@@ -229,6 +273,7 @@ double IterationModel::prefill_alone(int prompt_tokens) const {
   load.prefill_attention = prompt_tokens * (prompt_tokens / 2.0);
   load.completed_prompt_tokens = prompt_tokens;
   load.completed_prompt_kept_bytes = compressor_->sequence_bytes(prompt_tokens, 0);
+  load.expert_group_tokens = prompt_tokens + lockstep_replicas() - 1;  // the others' one-token dummy batches
   return seconds(load);
 }
 
@@ -238,6 +283,7 @@ double IterationModel::decode_alone(int context) const {
   load.decode_context = static_cast<double>(compressor_->kept_tokens(context, 0));
   load.kv_bytes_read = compressor_->sequence_bytes(context, 0);
   load.decode_residual_context = static_cast<double>(compressor_->residual_tokens(context, 0));
+  load.expert_group_tokens = lockstep_replicas();  // with the others' one-token dummy batches
   return seconds(load);
 }
 

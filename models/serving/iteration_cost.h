@@ -1,7 +1,7 @@
 #pragma once
 // The time of one serving-engine iteration on one replica, as a roofline per kernel class summed
 // over the batch: the weights are streamed once per iteration by GEMMs whose FLOPs scale with the
-// tokens computed; each decoding sequence's cached KV is read once (at its compressed size, plus
+// tokens computed (a MoE layer's experts only where tokens were routed, balanced routing assumed); each decoding sequence's cached KV is read once (at its compressed size, plus
 // the work of dequantising it), or at a measured decode-attention kernel rate where the cluster has
 // one (`cluster.kernels.decode_attention`); prefill attention FLOPs scale with their context; the
 // memory-bound kernels (norms, residual adds, rotary, the activation) move their bytes per token;
@@ -12,8 +12,11 @@
 // bookkeeping on every decode step and its scoring of the prompt. Weight-only int4 GEMMs also
 // dequantise every weight on the CUDA cores. An engine without CUDA
 // graphs adds the host's dispatch per layer (cluster.runtime.eager_layer_overhead).
-// Tensor parallelism splits the work and adds two all-reduces per layer. Efficiencies are the
-// cluster's (cluster.efficiency).
+// Tensor parallelism splits the work and adds two all-reduces per layer. Expert parallelism
+// (inference.serving.expert_parallel) gives each GPU its share of the experts whole, fed the tokens
+// of every replica of the group, and adds per MoE layer the all-gather of the group's hidden states
+// before the experts and the reduce-scatter of their outputs after (vLLM's default
+// allgather_reducescatter dispatch). Efficiencies are the cluster's (cluster.efficiency).
 #include <map>
 #include <memory>
 #include <string>
@@ -35,6 +38,9 @@ struct IterationLoad {
   double decode_residual_context = 0;  ///< of decode_context, the tokens in a full-precision residual (KIVI)
   double completed_prompt_tokens = 0;      ///< the prompts whose prefill ends this iteration: their lengths
   double completed_prompt_kept_bytes = 0;  ///< and the compressed bytes they keep (what a selection writes)
+  /// With expert parallelism: the tokens of the whole group this iteration (every replica's batch,
+  /// which this GPU's experts serve); 0 means this replica's alone.
+  int expert_group_tokens = 0;
 };
 
 class IterationModel {
@@ -51,6 +57,19 @@ class IterationModel {
   /// Tensor parallelism's ring all-reduces of the hidden states: two per layer, each this many bytes.
   [[nodiscard]] int tp_all_reduces() const;
   [[nodiscard]] double tp_all_reduce_bytes(const IterationLoad& load) const;
+  /// Expert parallelism's dispatch and combine: one all-gather and one reduce-scatter per MoE layer
+  /// over the replicas (one such group per tensor rank), each of this many bytes in all when the
+  /// busiest replica computes `max_replica_tokens` (the others are padded to it, as vLLM does).
+  [[nodiscard]] int ep_collectives() const;
+  [[nodiscard]] double ep_collective_bytes(int max_replica_tokens) const;
+  /// The replicas in a group that step together: every replica with expert parallelism, else 1.
+  [[nodiscard]] int lockstep_replicas() const { return ep_ > 1 ? s_.inference->serving.replicas : 1; }
+  /// The fraction of the routed experts' weights an iteration reads when the experts serve `tokens`
+  /// (a fused MoE kernel skips experts no token was routed to): min(1, tokens x top-k / experts) with
+  /// balanced routing; 1 for dense models.
+  [[nodiscard]] double experts_touched(double tokens) const;
+  /// The weight bytes per GPU an iteration reads, those experts only.
+  [[nodiscard]] double weight_bytes_read(double tokens) const;
   /// Seconds for the prefill of one prompt alone (with a selecting method's selection), and for
   /// one decode step of one sequence whose `context` tokens are prompt (the idle-system TTFT and
   /// TPOT), at the scenario's KV compression.
@@ -60,7 +79,10 @@ class IterationModel {
  private:
   /// Seconds the weight GEMMs take at this many rows (the head at `sampled`) where calibrated
   /// whole from memory: per shape, else at one rate for all; 0 where not measured.
-  [[nodiscard]] double measured_weight_reads(double tokens, double sampled) const;
+  /// `group`: the expert-parallel group's tokens, which the routed experts' GEMMs multiply.
+  [[nodiscard]] double measured_weight_reads(double tokens, double sampled, double group) const;
+  /// The expert-parallel collectives of one iteration on idle links (the alpha-beta form).
+  [[nodiscard]] double ep_collective_seconds(int max_replica_tokens) const;
 
   Scenario s_;  // a copy: a model may outlive the scenario it was made from
   double weight_bytes_ = 0;       // per GPU
@@ -69,14 +91,19 @@ class IterationModel {
     double bytes = 0;            // every matrix of this shape in the replica, per GPU
     double rows_per_token = 1;
     bool head = false;           // its rows are the sampled positions
+    bool group_rows = false;     // its rows are the expert-parallel group's tokens
+    bool routed = false;         // a routed expert's matrix: read only where tokens were routed to it
   };
   std::vector<PricedGemm> weight_gemms_;  // serving_weight_gemms, for gemm_memory_by_shape
   double other_weight_bytes_ = 0;         // norms, biases: weight_bytes_ beyond the GEMMs' matrices
+  double routed_weight_bytes_ = 0;        // the routed experts' matrices, per GPU
   double body_params_ = 0;        // matmul parameters per token of the blocks, whole model
   double head_params_ = 0;        // the output head's: run only for the positions that sample
   double attention_width_ = 0;    // layers x heads x head_dim (whole model)
   double peak_flops_ = 0, fp32_flops_ = 0, hbm_ = 0;
   double tp_ = 1;
+  double ep_ = 1;                 // GPUs sharing a MoE layer's experts (1: no expert parallelism)
+  double routed_params_per_token_ = 0;  // with expert parallelism: the routed experts' part of body_params_
   double dequant_ops_per_element_ = 0;  // KV
   double weight_dequant_ops_ = 0;       // per GPU and iteration (W4A16)
   double eager_seconds_ = 0;            // host dispatch the GPU waits for, per iteration

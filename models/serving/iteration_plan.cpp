@@ -15,8 +15,9 @@ IterationPlan::IterationPlan(const Scenario& s)
     : attention_format_(decode_kernel_format(s.inference->kv_cache)),
       selection_(kv_method(s.inference->kv_cache.compression.method).selection),
       method_(kv_method(s.inference->kv_cache.compression.method).name()),
-      tensor_parallel_(s.inference->serving.tensor_parallel) {
-  for (const ServingGemm& g : serving_weight_gemms(s.model, s.inference->serving.tensor_parallel)) {
+      tensor_parallel_(s.inference->serving.tensor_parallel),
+      expert_parallel_(s.inference->serving.expert_parallel_size()) {
+  for (const ServingGemm& g : serving_weight_gemms(s.model, tensor_parallel_, expert_parallel_)) {
     gemms_.push_back(std::to_string(g.inner) + "x" + std::to_string(g.outputs));
   }
 }
@@ -85,6 +86,7 @@ nlohmann::ordered_json IterationPlan::to_json() const {
   return {{"schema", "memtwin.iteration_plan/1"},
           {"kv_method", method_},
           {"tensor_parallel", tensor_parallel_},
+          {"expert_parallel", expert_parallel_},
           {"ops", ops}};
 }
 

@@ -46,6 +46,7 @@ class IterationPlan {
   KvSelection selection_ = KvSelection::all;
   std::string method_;
   int tensor_parallel_ = 1;
+  int expert_parallel_ = 1;  // GPUs sharing a MoE layer's experts (ServingSpec::expert_parallel_size)
 };
 
 /// The plan hash of a serving run: its workload and engine rules (serving_plan_hash) and its ops.

@@ -206,3 +206,23 @@ TEST_CASE("an iteration's time is the sum of its kinds of work, each where its m
   CHECK(from_file.compute_breakdown(load)[IterationOp::kv_selection] ==
         Approx(measured.compute_breakdown(load)[IterationOp::kv_selection]).epsilon(1e-12));
 }
+
+TEST_CASE("a MoE iteration reads only the experts its tokens are routed to, every expert once enough tokens are", "[unit]") {
+  const Scenario s = scenario({"model=mixtral-8x7b", "cluster.gpu=h200", "inference.serving.max_model_len=4096"});
+  const IterationModel model(s);
+  const ModelSpec& m = s.model;
+  const double experts = 2.0 * m.layers * m.experts * 3.0 * m.hidden * m.intermediate;  // bf16
+  const double all = model.weight_bytes_read(1e6);
+  // One token goes to 2 of 8 experts: three quarters of the experts' bytes are not read.
+  CHECK(all - model.weight_bytes_read(1) == Approx(0.75 * experts).epsilon(1e-9));
+  CHECK(model.experts_touched(2) == Approx(0.5));
+  CHECK(model.weight_bytes_read(4) == Approx(all));
+  // So a lone decode step costs less than a batch of four, which reads every expert.
+  IterationLoad one, four;
+  one.decode_sequences = 1;
+  four.decode_sequences = 4;
+  CHECK(model.compute_breakdown(one)[IterationOp::weight_gemm] < 0.5 * model.compute_breakdown(four)[IterationOp::weight_gemm]);
+  // A dense model reads all of its weights at any batch.
+  const IterationModel dense(scenario({}));
+  CHECK(dense.experts_touched(1) == 1.0);
+}

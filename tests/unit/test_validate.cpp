@@ -112,7 +112,8 @@ TEST_CASE("after calibrating the host, validate predicts memory within 10% and t
   // rates match (docs/hardware-backend.md, "KIVI's decode steps on AMD hosts").
   const Limits serving = {{"latency_s.ttft.p50", 35}, {"latency_s.tpot.p50", 35}, {"throughput.output_tokens_per_s", 25}};
   const Limits kivi = {{"latency_s.ttft.p50", 35}, {"latency_s.tpot.p50", 55}, {"throughput.output_tokens_per_s", 25}};
-  for (const std::string kv : {"fp16", "int4", "streaming", "h2o", "snapkv", "kivi"}) {
+  // serve-moe-kv is the mixture-of-experts model with an fp16 cache.
+  for (const std::string kv : {"fp16", "int4", "streaming", "h2o", "snapkv", "kivi", "moe"}) {
     INFO(kv);
     const Limits& limits = kv == "kivi" ? kivi : serving;
     const auto serve = validate_within_limits("scenarios/host/serve-" + kv + "-kv.yaml", 1, "serve-" + kv + "-kv", limits);
@@ -366,6 +367,29 @@ TEST_CASE("memtwin-device measures without SimGrid: the hardware backend by defa
   CHECK_THAT(sim.err, Catch::Contains("without SimGrid"));
 }
 
+namespace {
+
+// Runs a serving scenario on the simulator and on the host engine with these settings, checks that
+// the engine executed exactly the ops the simulator planned under the same plan hash, and returns them.
+nlohmann::json planned_ops_as_executed(const std::string& scenario, const std::vector<std::string>& sets) {
+  std::vector<std::string> sim = {"run", scenario, "--backend", "sim", "--json"}, hw = {"run", scenario, "--backend", "hw", "--json"};
+  for (const auto& s : sets) {
+    sim.insert(sim.end(), {"--set", s});
+    hw.insert(hw.end(), {"--set", s});
+  }
+  const auto predicted = run_memtwin(sim), measured = run_memtwin(hw);
+  INFO(predicted.err << measured.err);
+  REQUIRE(predicted.exit_code == 0);
+  REQUIRE(measured.exit_code == 0);
+  const auto p = nlohmann::json::parse(predicted.out), m = nlohmann::json::parse(measured.out);
+  CHECK(p["simulated"]["iteration_ops"] == m["executed"]["iteration_ops"]);
+  CHECK(p["simulated"]["plan_hash"] == m["executed"]["plan_hash"]);
+  CHECK(m["requests"]["completed"] == p["requests"]["completed"]);
+  return p["simulated"]["iteration_ops"];
+}
+
+}  // namespace
+
 TEST_CASE("the host engine executes exactly the ops the simulator plans, for every KV method it runs", "[unit]") {
   // One engine rule per method (models/kv): the simulator's planned ops (GEMM shapes, cache formats,
   // selection and score upkeep) and the ops the engine called must be the same set, so that the two
@@ -385,21 +409,20 @@ TEST_CASE("the host engine executes exactly the ops the simulator plans, for eve
     INFO(method);
     // KIVI's key groups of 32 tokens must not straddle two blocks.
     const std::string block = method.find("kivi") != std::string::npos ? "32" : "16";
-    const std::vector<std::string> set = {"--set", "inference.kv_cache.compression=" + method, "--set",
-                                          "inference.workload.requests=6", "--set", "inference.serving.block_size=" + block,
-                                          "--json"};
-    std::vector<std::string> sim = {"run", serve, "--backend", "sim"}, hw = {"run", serve, "--backend", "hw"};
-    sim.insert(sim.end(), set.begin(), set.end());
-    hw.insert(hw.end(), set.begin(), set.end());
-    const auto predicted = run_memtwin(sim), measured = run_memtwin(hw);
-    REQUIRE(predicted.exit_code == 0);
-    REQUIRE(measured.exit_code == 0);
-    const auto p = nlohmann::json::parse(predicted.out), m = nlohmann::json::parse(measured.out);
-    const auto& planned = p["simulated"]["iteration_ops"];
-    CHECK(planned == m["executed"]["iteration_ops"]);
-    CHECK(p["simulated"]["plan_hash"] == m["executed"]["plan_hash"]);
+    const auto planned = planned_ops_as_executed(serve, {"inference.kv_cache.compression=" + method, "inference.workload.requests=6",
+                                                         "inference.serving.block_size=" + block});
     // Every weight GEMM of the model and the cache format's attention are in the plan.
     CHECK(planned.size() >= 8);
+  }
+}
+
+TEST_CASE("the host engine serves a mixture of experts through the ops the simulator plans: the router, then each expert", "[unit]") {
+  const std::string serve = source_path("scenarios/host/serve-moe-kv.yaml");
+  const auto planned = planned_ops_as_executed(serve, {"inference.workload.requests=6"});
+  // The router's logits over 8 experts, and an expert's gate-up (2 x 384 outputs) and down GEMMs.
+  for (const char* op : {"weight_gemm 512x8", "weight_gemm 512x768", "weight_gemm 384x512"}) {
+    INFO(op);
+    CHECK(std::find(planned.begin(), planned.end(), op) != planned.end());
   }
 }
 
