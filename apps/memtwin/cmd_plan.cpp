@@ -53,7 +53,8 @@ int cmd_plan(const Args& args) {
       ("price", po::value<std::vector<std::string>>()->composing(),
        "GPU=USD per GPU-hour, replacing the catalog's (and the scenario's) price for that GPU type (repeatable)")
       ("max-rate", po::value<std::string>(),
-       "LO..HI (e.g. 1/s..64/s): for serving, also find the highest request rate the best configuration sustains under the requirements")
+       "LO..HI (e.g. 1/s..64/s): for serving, also find the highest request rate the best configuration sustains under the requirements "
+       "(without --require, under the scenario's inference.slo)")
       ("backend", po::value<std::string>()->default_value("auto"), "backend for the candidates that fit")
       ("jobs,j", po::value<int>()->default_value(1), "candidates run at once")
       ("top", po::value<int>()->default_value(3), "runners-up to show")
@@ -87,6 +88,13 @@ int cmd_plan(const Args& args) {
   if (vm->count("max-rate")) {
     rate_range = parse_rate_range((*vm)["max-rate"].as<std::string>());
     check_rate_searchable(as_written);
+  }
+  // Without a --require of the user's, rates are judged by the scenario's SLO (and the output says so).
+  std::vector<Requirement> rate_requirements = requirements;
+  std::string judged_by = "--require";
+  if (rate_range && requirements.empty()) {
+    rate_requirements = slo_requirements(as_written);
+    judged_by = rate_requirements.empty() ? "sustainability alone (no --require, no inference.slo)" : "inference.slo";
   }
   // Prices per GPU type given on the command line, and whether any candidate used each.
   std::map<std::string, std::pair<double, bool>> prices;
@@ -193,7 +201,7 @@ int cmd_plan(const Args& args) {
   if (rate_range && !feasible.empty()) {
     auto overrides = common;
     overrides.insert(overrides.end(), feasible.front()->overrides.begin(), feasible.front()->overrides.end());
-    rates = search_max_rate(scenario, (*vm)["backend"].as<std::string>(), overrides, requirements, rate_range->first,
+    rates = search_max_rate(scenario, (*vm)["backend"].as<std::string>(), overrides, rate_requirements, rate_range->first,
                             rate_range->second, (*vm)["jobs"].as<int>(),
                             scratch.path / "rates");
   }
@@ -238,6 +246,10 @@ int cmd_plan(const Args& args) {
       nlohmann::ordered_json r;
       r["sustained_per_s"] = optional_json(rates->sustained_per_s);
       r["first_failing_per_s"] = optional_json(rates->first_failing_per_s);
+      r["judged_by"] = judged_by;
+      r["requirements"] = nlohmann::ordered_json::array();
+      for (const auto& q : rate_requirements) r["requirements"].push_back(q.text);
+      r["requirements"].push_back("load.sustainable");
       if (!rates->failure.empty()) r["failure"] = rates->failure;
       r["probes"] = nlohmann::ordered_json::array();
       for (const auto& p : rates->probes) {
@@ -268,6 +280,13 @@ int cmd_plan(const Args& args) {
                 << cheaper[i]->failure << "\n";
     }
     if (rates) {
+      if (judged_by == "inference.slo") {
+        std::cout << "rates judged by the scenario's inference.slo:";
+        for (const auto& q : rate_requirements) std::cout << " " << q.text << ";";
+        std::cout << " give --require to judge by other limits\n";
+      } else if (judged_by != "--require") {
+        std::cout << "rates judged by " << judged_by << "\n";
+      }
       std::cout << "highest request rate the best sustains: ";
       if (rates->sustained_per_s) std::cout << *rates->sustained_per_s << "/s";
       else std::cout << "none in the range";

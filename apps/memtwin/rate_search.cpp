@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iomanip>
 #include <map>
 #include <sstream>
 
@@ -43,6 +44,20 @@ void check_rate_searchable(const Scenario& s) {
   if (!s.inference) throw UsageError("--max-rate searches the request rate of a serving scenario; this one trains");
   if (s.inference->workload.arrival == Arrival::closed_loop)
     throw UsageError("--max-rate: a closed-loop workload has no arrival rate; use an open-loop arrival (poisson, gamma, constant)");
+}
+
+std::vector<Requirement> slo_requirements(const Scenario& s) {
+  std::vector<Requirement> out;
+  if (!s.inference) return out;
+  const SloSpec& slo = s.inference->slo;
+  for (const auto& [path, limit] : {std::pair{"latency_s.ttft.p99", slo.ttft_p99}, std::pair{"latency_s.tpot.p99", slo.tpot_p99},
+                                    std::pair{"latency_s.e2e.p99", slo.e2e_p99}}) {
+    if (!limit) continue;
+    std::ostringstream text;
+    text << path << " <= " << std::setprecision(6) << limit->value();
+    out.push_back({text.str(), path, "<=", limit->value()});
+  }
+  return out;
 }
 
 RateSearch search_max_rate(const std::string& scenario, const std::string& backend, const std::vector<std::string>& overrides,

@@ -36,6 +36,10 @@ std::pair<double, double> parse_rate_range(const std::string& text);
 /// Throws UsageError unless the scenario serves requests arriving open-loop at a rate.
 void check_rate_searchable(const Scenario& s);
 
+/// The scenario's inference.slo as requirements on a run's p99 latencies ("latency_s.ttft.p99 <=
+/// 1"): what a rate is judged by when the user gives no --require of their own.
+std::vector<Requirement> slo_requirements(const Scenario& s);
+
 /// Searches [lo, hi] for the configuration `overrides` of `scenario` (a serving scenario whose
 /// arrivals are open-loop). Throws UsageError when the scenario cannot take a rate.
 RateSearch search_max_rate(const std::string& scenario, const std::string& backend, const std::vector<std::string>& overrides,

@@ -145,3 +145,29 @@ TEST_CASE("plan's rate search refuses a training scenario and a closed-loop work
   CHECK(closed.exit_code == 2);
   CHECK_THAT(closed.err, Catch::Contains("closed-loop"));
 }
+
+TEST_CASE("plan's rate search without --require judges rates by the scenario's SLO, and says so", "[unit]") {
+  const std::string scenario = source_path("scenarios/serving/llama3-8b-h100-fp16-kv.yaml");  // slo: ttft_p99 2 s, tpot_p99 50 ms
+  auto search = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"plan", scenario, "--max-rate", "1..64", "--set", "inference.workload.requests=400", "--json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto r = run_memtwin(args);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    return nlohmann::json::parse(r.out)["max_rate"];
+  };
+  const auto by_slo = search({});
+  CHECK(by_slo["judged_by"] == "inference.slo");
+  CHECK(by_slo["requirements"] == nlohmann::json::array({"latency_s.ttft.p99 <= 2", "latency_s.tpot.p99 <= 0.05", "load.sustainable"}));
+  // The same search as the SLO written out as --require.
+  const auto by_require = search({"--require", "latency_s.ttft.p99 <= 2", "--require", "latency_s.tpot.p99 <= 0.05"});
+  CHECK(by_require["judged_by"] == "--require");
+  CHECK(by_slo["sustained_per_s"] == by_require["sustained_per_s"]);
+  // A tighter SLO lowers the answer; no SLO and no --require leaves sustainability alone, named.
+  const auto tight = search({"--set", "inference.slo.ttft_p99=100ms"});
+  CHECK(tight["sustained_per_s"].get<double>() < by_slo["sustained_per_s"].get<double>());
+  const auto none = search({"--set", "inference.slo=null"});
+  CHECK_THAT(none["judged_by"].get<std::string>(), Catch::Contains("sustainability alone"));
+  CHECK(none["requirements"] == nlohmann::json::array({"load.sustainable"}));
+  CHECK(none["sustained_per_s"].get<double>() >= by_slo["sustained_per_s"].get<double>());
+}
