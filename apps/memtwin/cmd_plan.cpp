@@ -55,6 +55,9 @@ int cmd_plan(const Args& args) {
       ("max-rate", po::value<std::string>(),
        "LO..HI (e.g. 1/s..64/s): for serving, also find the highest request rate the best configuration sustains under the requirements "
        "(without --require, under the scenario's inference.slo)")
+      ("attainment", po::value<double>(),
+       "F in (0, 1]: with --max-rate, judge a rate by the fraction of requests meeting every inference.slo limit instead of "
+       "the SLO's p99s: the answer is DistServe's goodput (the highest rate at which F of the requests meet the SLO)")
       ("backend", po::value<std::string>()->default_value("auto"), "backend for the candidates that fit")
       ("jobs,j", po::value<int>()->default_value(1), "candidates run at once")
       ("top", po::value<int>()->default_value(3), "runners-up to show")
@@ -95,6 +98,20 @@ int cmd_plan(const Args& args) {
   if (rate_range && requirements.empty()) {
     rate_requirements = slo_requirements(as_written);
     judged_by = rate_requirements.empty() ? "sustainability alone (no --require, no inference.slo)" : "inference.slo";
+  }
+  if (vm->count("attainment")) {
+    const double fraction = (*vm)["attainment"].as<double>();
+    if (!rate_range) throw UsageError("--attainment judges the rates --max-rate searches; give --max-rate LO..HI too");
+    if (!(fraction > 0 && fraction <= 1)) throw UsageError("--attainment expects a fraction in (0, 1], e.g. 0.9; got " + std::to_string(fraction));
+    if (slo_requirements(as_written).empty()) {
+      throw UsageError("--attainment counts the requests that meet inference.slo, and this scenario has none: set "
+                       "inference.slo.ttft_p99, tpot_p99 or e2e_p99");
+    }
+    std::ostringstream text;
+    text << "goodput.fraction_meeting_slo >= " << fraction;
+    rate_requirements = requirements;
+    rate_requirements.push_back(parse_requirement(text.str()));
+    judged_by = "goodput";
   }
   // Prices per GPU type given on the command line, and whether any candidate used each.
   std::map<std::string, std::pair<double, bool>> prices;
@@ -247,6 +264,13 @@ int cmd_plan(const Args& args) {
       r["sustained_per_s"] = optional_json(rates->sustained_per_s);
       r["first_failing_per_s"] = optional_json(rates->first_failing_per_s);
       r["judged_by"] = judged_by;
+      // Per GPU and per dollar, so that configurations of different sizes and prices compare.
+      const Candidate& best = *feasible.front();
+      r["sustained_per_gpu"] = rates->sustained_per_s && best.gpus > 0 ? nlohmann::ordered_json(*rates->sustained_per_s / best.gpus)
+                                                                          : nlohmann::ordered_json();
+      r["requests_per_usd"] = rates->sustained_per_s && best.price > 0
+                                  ? nlohmann::ordered_json(*rates->sustained_per_s * 3600 / (best.gpus * best.price))
+                                  : nlohmann::ordered_json();
       r["requirements"] = nlohmann::ordered_json::array();
       for (const auto& q : rate_requirements) r["requirements"].push_back(q.text);
       r["requirements"].push_back("load.sustainable");
@@ -284,11 +308,20 @@ int cmd_plan(const Args& args) {
         std::cout << "rates judged by the scenario's inference.slo:";
         for (const auto& q : rate_requirements) std::cout << " " << q.text << ";";
         std::cout << " give --require to judge by other limits\n";
+      } else if (judged_by == "goodput") {
+        std::cout << "rates judged as goodput: " << rate_requirements.back().text << " (the scenario's inference.slo:";
+        for (const auto& q : slo_requirements(as_written)) std::cout << " " << q.text << ";";
+        std::cout << " every limit per request)\n";
       } else if (judged_by != "--require") {
         std::cout << "rates judged by " << judged_by << "\n";
       }
       std::cout << "highest request rate the best sustains: ";
-      if (rates->sustained_per_s) std::cout << *rates->sustained_per_s << "/s";
+      if (rates->sustained_per_s) {
+        const Candidate& best = *feasible.front();
+        std::cout << *rates->sustained_per_s << "/s";
+        if (best.gpus > 0) std::cout << " = " << *rates->sustained_per_s / best.gpus << "/s per GPU";
+        if (best.price > 0) std::cout << ", " << *rates->sustained_per_s * 3600 / (best.gpus * best.price) << " requests per USD";
+      }
       else std::cout << "none in the range";
       if (rates->first_failing_per_s) std::cout << "  (" << *rates->first_failing_per_s << "/s fails: " << rates->failure << ")";
       else std::cout << "  (the top of the range still passes)";

@@ -100,7 +100,9 @@ void add_serving_results(nlohmann::ordered_json& metrics, std::vector<std::strin
                           {"itl", summary(run.inter_token_s)},
                           {"e2e", summary(e2e)}};
   metrics["throughput"] = {{"requests_per_s", completed / duration}, {"output_tokens_per_s", output_tokens / duration}};
-  metrics["goodput"] = {{"requests_per_s", good / duration}, {"fraction_meeting_slo", completed ? double(good) / completed : 0.0}};
+  // Of every request that ended: a rejected one (longer than the engine takes) meets no SLO.
+  const std::int64_t ended = completed + run.rejected;
+  metrics["goodput"] = {{"requests_per_s", good / duration}, {"fraction_meeting_slo", ended ? double(good) / ended : 0.0}};
   std::int64_t preempted = 0, swapped = 0;
   for (const auto& r : run.requests) {
     preempted += r.preemptions > 0;

@@ -171,3 +171,38 @@ TEST_CASE("plan's rate search without --require judges rates by the scenario's S
   CHECK(none["requirements"] == nlohmann::json::array({"load.sustainable"}));
   CHECK(none["sustained_per_s"].get<double>() >= by_slo["sustained_per_s"].get<double>());
 }
+
+TEST_CASE("plan's rate search with --attainment finds DistServe's goodput: the highest rate at which that fraction meets the SLO",
+          "[unit]") {
+  const std::string scenario = source_path("scenarios/serving/llama3-8b-h100-fp16-kv.yaml");
+  auto plan = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"plan", scenario, "--set", "inference.workload.requests=400", "--set", "inference.slo.ttft_p99=1s",
+                                     "--json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run_memtwin(args);
+  };
+  auto search = [&](std::vector<std::string> extra) {
+    extra.insert(extra.end(), {"--max-rate", "1..64"});
+    const auto r = plan(extra);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    return nlohmann::json::parse(r.out)["max_rate"];
+  };
+  const auto p99 = search({}), ninety = search({"--attainment", "0.9"}), all = search({"--attainment", "1"});
+  CHECK(ninety["judged_by"] == "goodput");
+  CHECK(ninety["requirements"] == nlohmann::json::array({"goodput.fraction_meeting_slo >= 0.9", "load.sustainable"}));
+  // A rate whose p99 TTFT and TPOT are within their limits has at least 98% of requests meeting
+  // both, so 90% attainment holds there too: the goodput is at least the p99 answer, and asking
+  // for every request lowers it.
+  CHECK(ninety["sustained_per_s"].get<double>() >= p99["sustained_per_s"].get<double>());
+  CHECK(all["sustained_per_s"].get<double>() <= ninety["sustained_per_s"].get<double>());
+  // Per GPU (one here) and per dollar at the catalog's H100 price.
+  CHECK(ninety["sustained_per_gpu"].get<double>() == Approx(ninety["sustained_per_s"].get<double>()));
+  CHECK(ninety["requests_per_usd"].get<double>() > 0);
+  // Refused: without a rate search, outside (0, 1], without an SLO to attain.
+  CHECK(plan({"--search", "inference.serving.max_num_seqs=128,256", "--attainment", "0.9"}).exit_code == 2);
+  CHECK(plan({"--max-rate", "1..64", "--attainment", "1.5"}).exit_code == 2);
+  const auto no_slo = plan({"--max-rate", "1..64", "--attainment", "0.9", "--set", "inference.slo=null"});
+  CHECK(no_slo.exit_code == 2);
+  CHECK_THAT(no_slo.err, Catch::Contains("inference.slo"));
+}
