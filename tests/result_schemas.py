@@ -109,6 +109,10 @@ def main():
                 planned = {op["signature"] for op in plan["ops"]}
                 if not set(ran["simulated"]["iteration_ops"]) <= planned:
                     raise SystemExit(f"--emit-plan {what}: the run executed ops the plan does not list")
+                collectives = {(c["kind"], c["group"]) for c in plan["collectives"]}
+                expected = {("all_gather", "expert_parallel"), ("reduce_scatter", "expert_parallel")} if plan["expert_parallel"] > 1 else set()
+                if collectives != expected:
+                    raise SystemExit(f"--emit-plan {what}: collectives {sorted(collectives)}, expected {sorted(expected)}")
 
     failures = 0
     for what, schema, document in documents:

@@ -20,6 +20,18 @@ IterationPlan::IterationPlan(const Scenario& s)
   for (const ServingGemm& g : serving_weight_gemms(s.model, tensor_parallel_, expert_parallel_)) {
     gemms_.push_back(std::to_string(g.inner) + "x" + std::to_string(g.outputs));
   }
+  // The collectives the iteration model runs (it decides their number and size).
+  const IterationModel model(s);
+  IterationLoad one_token;
+  one_token.decode_sequences = 1;
+  if (model.tp_all_reduces() > 0) {
+    collectives_.push_back({"all_reduce", "tensor_parallel", model.tp_all_reduces(), model.tp_all_reduce_bytes(one_token)});
+  }
+  if (model.ep_collectives() > 0) {
+    for (const char* kind : {"all_gather", "reduce_scatter"}) {
+      collectives_.push_back({kind, "expert_parallel", model.ep_collectives(), model.ep_collective_bytes(1)});
+    }
+  }
 }
 
 IterationOpKinds IterationPlan::kinds(const IterationLoad& load) const {
@@ -83,11 +95,16 @@ nlohmann::ordered_json IterationPlan::to_json() const {
       ops.push_back({{"kind", kIterationOpNames[i]}, {"signature", signature}, {"runs_when", when(op)}});
     }
   }
+  nlohmann::ordered_json collectives = nlohmann::ordered_json::array();
+  for (const Collective& c : collectives_) {
+    collectives.push_back({{"kind", c.kind}, {"group", c.group}, {"per_iteration", c.per_iteration}, {"bytes_per_token", c.bytes_per_token}});
+  }
   return {{"schema", "memtwin.iteration_plan/1"},
           {"kv_method", method_},
           {"tensor_parallel", tensor_parallel_},
           {"expert_parallel", expert_parallel_},
-          {"ops", ops}};
+          {"ops", ops},
+          {"collectives", collectives}};
 }
 
 std::string iteration_plan_hash(const std::string& serving_hash, const std::set<std::string>& ops) {

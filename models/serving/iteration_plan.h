@@ -37,7 +37,8 @@ class IterationPlan {
   /// The signatures of those kinds' ops under this scenario.
   [[nodiscard]] std::set<std::string> signatures(IterationOpKinds kinds) const;
   /// The plan as `memtwin run --emit-plan` writes it (schema "memtwin.iteration_plan/1"): every op an
-  /// iteration may run, with its signature and when it runs.
+  /// iteration may run, with its signature and when it runs, and the collectives between its GPUs
+  /// (as many per iteration as the iteration model runs, bytes per call per token).
   [[nodiscard]] nlohmann::ordered_json to_json() const;
 
  private:
@@ -47,6 +48,13 @@ class IterationPlan {
   std::string method_;
   int tensor_parallel_ = 1;
   int expert_parallel_ = 1;  // GPUs sharing a MoE layer's experts (ServingSpec::expert_parallel_size)
+  struct Collective {
+    const char* kind;
+    const char* group;
+    int per_iteration;
+    double bytes_per_token;  // per call, per token computed (expert parallelism: of the busiest replica)
+  };
+  std::vector<Collective> collectives_;
 };
 
 /// The plan hash of a serving run: its workload and engine rules (serving_plan_hash) and its ops.
