@@ -234,13 +234,19 @@ class DeviceModel {
     auto first_of = [&](int expert) {  // the first token whose first expert is `expert`
       return static_cast<int>((static_cast<std::int64_t>(expert) * tokens + e_count - 1) / e_count);
     };
+    // The run of tokens routed to expert e as their j-th choice: those whose first expert is j
+    // strides before e.
+    struct Run {
+      int from, count;
+    };
+    auto run_of = [&](int e, int j) {
+      const int primary = ((e - j * stride) % e_count + e_count) % e_count;
+      return Run{first_of(primary), first_of(primary + 1) - first_of(primary)};
+    };
     int most = 0;
     for (int e = 0; e < e_count; ++e) {
       int rows = 0;
-      for (int j = 0; j < k; ++j) {
-        const int primary = ((e - j * stride) % e_count + e_count) % e_count;
-        rows += first_of(primary + 1) - first_of(primary);
-      }
+      for (int j = 0; j < k; ++j) rows += run_of(e, j).count;
       most = std::max(most, rows);
     }
     auto* logits = tensor(4LL * tokens * e_count, "activations.router_logits");
@@ -251,8 +257,7 @@ class DeviceModel {
     for (int e = 0; e < e_count; ++e) {
       int rows = 0;
       for (int j = 0; j < k; ++j) {  // gather the runs routed to e
-        const int primary = ((e - j * stride) % e_count + e_count) % e_count;
-        const int from = first_of(primary), count = first_of(primary + 1) - from;
+        const auto [from, count] = run_of(e, j);
         if (count > 0) kernels_.copy_rows(normed + static_cast<std::int64_t>(from) * h, h, rows_in + static_cast<std::int64_t>(rows) * h, h, count, h);
         rows += count;
       }
@@ -261,8 +266,7 @@ class DeviceModel {
       kernels_.activation(mid, rows, mid_width, inter, up_ > inter);
       rows = 0;
       for (int j = 0; j < k; ++j) {  // each run's outputs added to its tokens' residual rows
-        const int primary = ((e - j * stride) % e_count + e_count) % e_count;
-        const int from = first_of(primary), count = first_of(primary + 1) - from;
+        const auto [from, count] = run_of(e, j);
         if (count > 0) {
           kernels_.gemm(count, h, inter, mid + static_cast<std::int64_t>(rows) * mid_width + up_, mid_width,
                         w.down() + e * down_elements, h, 1.0f, residual + static_cast<std::int64_t>(from) * h, h);
