@@ -14,6 +14,7 @@
 #include "hw/host/host_serving_kernels.h"
 #include "hw/serving_engine.h"
 #include "hw/host/mpi_collectives.h"
+#include "hw/host/mpi_serving_group.h"
 #include "hw/plan_executor.h"
 #include "hw/process_memory.h"
 #include "models/analytic/memory_report.h"
@@ -114,6 +115,7 @@ class HwBackend final : public Backend {
     r.backend = name();
     r.metrics["model"] = model_report(s);
     hw::require_serving_support(s);
+    r.primary = hw::MpiSession::get().rank == 0;  // a group's rank 0 reports
     const ServingMemory memory = serving_memory(s);
     if (!memory.fits) {
       // Nothing to serve: the engine would refuse to start, as vLLM does; the memory model says why.
@@ -121,13 +123,31 @@ class HwBackend final : public Backend {
       r.fits = false;
       return r;
     }
-    if (hw::MpiSession::get().size != 1) throw Unsupported("a serving run is one process; run it without mpirun");
+    hw::MpiSession& mpi = hw::MpiSession::get();
+    const int ranks = hw::serving_ranks(s);
+    if (mpi.size != ranks) {
+      throw Unsupported(ranks == 1 ? std::string("a serving run without expert parallelism is one process; run it without mpirun")
+                                   : "an expert-parallel serving run takes one process per replica: run `mpirun -np " +
+                                         std::to_string(ranks) + " memtwin run ... --backend hw`, or `memtwin validate`, which starts them");
+    }
+    if (ranks > 1 && options_.device != "host") {
+      throw Unsupported("expert-parallel serving runs on --device host (the group exchanges host memory over MPI)");
+    }
+    std::optional<hw::MpiServingGroup> group;
+    if (ranks > 1) {
+      mpi.prepare_report_claim();
+      group.emplace();
+    }
     hw::ServingDevice device = open_serving_device(options_.device);
-    hw::ServingMeasurement served = hw::serve_on_device(s, device);
+    hw::ServingMeasurement served = hw::serve_on_device(s, device, group ? &*group : nullptr);
     if (served.oom) {
       // Out of device memory is a result: what was being allocated, how much was free.
       const hw::DeviceOutOfMemory& o = *served.oom;
       r.fits = false;
+      if (group) {  // the rank that ran out reports (the first to claim it) and stops the others
+        r.primary = mpi.claim_report();
+        r.abort_others = true;
+      }
       r.metrics["memory"]["gpu"] = {{"peak_bytes", served.peak_bytes},
                                     {"capacity_bytes", s.cluster.gpu.memory.count()},
                                     {"fits", false},
@@ -156,7 +176,7 @@ class HwBackend final : public Backend {
     r.metrics["kv_cache"] = {{"capacity_blocks", memory.capacity_blocks}, {"block_bytes", memory.block_bytes.count()}};
     add_serving_results(r.metrics, r.notes, s, served.run);
     r.metrics["executed"] = {{"device", options_.device},
-                             {"replicas", 1},
+                             {"replicas", ranks},
                              {"iterations", served.run.iterations},
                              {"requests", static_cast<std::int64_t>(served.run.requests.size())},
                              {"plan_hash", iteration_plan_hash(serving_plan_hash(s, generate_requests(*s.inference, s.seed),

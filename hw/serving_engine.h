@@ -21,7 +21,12 @@
 // layers have block tables of their own (hw/block_pool.h).
 // A mixture-of-experts layer runs its router's GEMM, then each expert's GEMMs over the tokens routed
 // to it (balanced routing: the weights are synthetic), skipping experts without tokens.
-// Supported: one replica, no tensor, pipeline or expert parallelism, fp32 weights, KV compression none
+// Expert parallelism (inference.serving.expert_parallel) runs one process per replica, each holding
+// its share of the experts, in a ServingGroup (hw/serving_group.h): the ranks route every arrival
+// alike, step in lockstep (a rank without a batch runs a one-token dummy, as vLLM's data-parallel
+// ranks do), exchange each MoE layer's tokens, and rank 0 reports the merged run.
+// Supported: one replica or an expert-parallel group of them, no tensor or pipeline parallelism,
+// fp32 weights, KV compression none
 // (16-bit or fp8), int8/int4/int2 (head_dim 64, 128 or 256), streaming, h2o, snapkv or pyramidkv,
 // no NVMe tier. Anything else throws Unsupported naming it.
 #include <cstdint>
@@ -30,6 +35,7 @@
 #include <string>
 
 #include "hw/caching_allocator.h"
+#include "hw/serving_group.h"
 #include "hw/serving_kernels.h"
 #include "models/scenario.h"
 #include "models/serving/serving_run.h"
@@ -57,9 +63,15 @@ struct ServingMeasurement {
 /// Throws Unsupported naming what the serving engine cannot run in this scenario.
 void require_serving_support(const Scenario& scenario);
 
+/// The processes a serving run takes: one, or one per replica of an expert-parallel group.
+int serving_ranks(const Scenario& scenario);
+
 /// Serves the scenario's workload on the device. The scenario must fit in memory
 /// (serving_memory(scenario).fits); the caller reports it otherwise. Running out of device memory
-/// anyway stops the run and is returned in `oom`, with what was measured until then.
-ServingMeasurement serve_on_device(const Scenario& scenario, ServingDevice& device);
+/// anyway stops the run and is returned in `oom`, with what was measured until then (in a group,
+/// the other ranks are left waiting: the caller stops them). `group`: this rank's expert-parallel
+/// group, of serving_ranks(scenario) ranks, when that is more than one; on rank 0 the result is the
+/// whole group's, with the busiest rank's memory.
+ServingMeasurement serve_on_device(const Scenario& scenario, ServingDevice& device, ServingGroup* group = nullptr);
 
 }  // namespace memtwin::hw

@@ -85,16 +85,21 @@ class ExpertParallelGroup final : public ReplicaGroup {
         group_tokens += tokens;
         busiest = std::max(busiest, tokens);
       }
-      double slowest = 0;
+      double slowest = 0, busy = 0;
       for (std::size_t r = 0; r < n; ++r) {
         loads[r].expert_group_tokens = group_tokens;
         const IterationOpSeconds work = model_.compute_breakdown(loads[r]);
         slowest = std::max(slowest, work.total());
+        busy += work.total();
         out_.op_seconds += work;
         if (batches[r]) out_.planned_op_kinds |= plan_.kinds(loads[r]);
       }
       sg4::this_actor::sleep_for(slowest);
+      const double exchanging = sg4::Engine::get_clock();
       run_collectives_of_group(loads, busiest);
+      // Every replica's GPUs wait for the slowest replica's kernels, then exchange.
+      out_.op_seconds[IterationOp::collective] +=
+          (slowest * static_cast<double>(n) - busy) + static_cast<double>(n) * (sg4::Engine::get_clock() - exchanging);
       const double now = sg4::Engine::get_clock();
       for (std::size_t r = 0; r < n; ++r) {
         if (batches[r]) members_[r]->scheduler->complete(*batches[r], began, now);

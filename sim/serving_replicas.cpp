@@ -73,7 +73,9 @@ class VirtualEngine {
       if (stages > 1) placement_.stage_locks[stage]->lock();
       sg4::this_actor::sleep_for(compute_seconds / stages);
       if (model_.tp_all_reduces() > 0) {
+        const double began = sg4::Engine::get_clock();
         run_collective(tensor_parallel_all_reduces(s_, model_, load, placement_.stages[stage], stages, platform_), platform_);
+        out_.op_seconds[IterationOp::collective] += sg4::Engine::get_clock() - began;
       }
       if (stages > 1) placement_.stage_locks[stage]->unlock();
       if (stage + 1 < stages) {

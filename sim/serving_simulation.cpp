@@ -9,6 +9,7 @@
 #include "models/serving/batch_scheduler.h"
 #include "models/serving/iteration_cost.h"
 #include "models/serving/request_stream.h"
+#include "models/serving/router.h"
 #include "sim/engine_setup.h"
 #include "sim/platform.h"
 #include "sim/resource_check.h"
@@ -66,20 +67,9 @@ ServingRun simulate_serving(const Scenario& s) {
   auto close_all = [&] {
     for (auto& g : groups) g->close();
   };
-  std::size_t round_robin = 0;
+  ReplicaRouter router(inf.serving.router, seats.size());
   auto route = [&](std::size_t record) {
-    std::size_t pick = 0;
-    switch (inf.serving.router) {
-      case Router::round_robin: pick = round_robin++ % seats.size(); break;
-      case Router::least_outstanding:
-        for (std::size_t i = 1; i < seats.size(); ++i)
-          if (outstanding(i) < outstanding(pick)) pick = i;
-        break;
-      case Router::least_kv:
-        for (std::size_t i = 1; i < seats.size(); ++i)
-          if (used_blocks(i) < used_blocks(pick)) pick = i;
-        break;
-    }
+    const std::size_t pick = router.pick(outstanding, used_blocks);
     out.requests[record].replica = static_cast<int>(pick);
     out.requests[record].arrival_s = sg4::Engine::get_clock();
     seats[pick].group->enqueue(seats[pick].member, record, out.requests[record].prompt_tokens);

@@ -17,13 +17,15 @@ enum class IterationOp : std::size_t {
   kv_selection,       ///< scoring a prompt and compacting what is kept (SnapKV, H2O's prompt)
   score_upkeep,       ///< per decode step: H2O's accumulated scores and its evictions
   elementwise,        ///< norms, rotary embedding, activation, copies, sampling
+  collective,         ///< between GPUs: tensor parallelism's all-reduces, expert parallelism's
+                      ///< all-gathers and reduce-scatters, with the wait for a lockstep group's slowest
   host,               ///< the host's part of an iteration: dispatch, bookkeeping between kernels
   count
 };
 
 inline constexpr std::size_t kIterationOps = static_cast<std::size_t>(IterationOp::count);
 inline constexpr std::array<const char*, kIterationOps> kIterationOpNames = {
-    "weight_gemm", "decode_attention", "prefill_attention", "kv_write", "kv_selection", "score_upkeep", "elementwise", "host"};
+    "weight_gemm", "decode_attention", "prefill_attention", "kv_write", "kv_selection", "score_upkeep", "elementwise", "collective", "host"};
 
 /// A set of kinds, one bit each.
 using IterationOpKinds = std::uint32_t;

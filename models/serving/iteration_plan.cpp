@@ -11,6 +11,10 @@ std::string op_signature(IterationOp kind, const std::string& detail) {
   return s;
 }
 
+std::string collective_signature(const std::string& kind, const std::string& group) {
+  return op_signature(IterationOp::collective, kind + " " + group);
+}
+
 IterationPlan::IterationPlan(const Scenario& s)
     : attention_format_(decode_kernel_format(s.inference->kv_cache)),
       selection_(kv_method(s.inference->kv_cache.compression.method).selection),
@@ -42,6 +46,7 @@ IterationOpKinds IterationPlan::kinds(const IterationLoad& load) const {
   if (load.prefill_tokens > 0) k |= op_bit(IterationOp::prefill_attention);
   if (load.decode_sequences > 0) k |= op_bit(IterationOp::decode_attention);
   if (selection_ == KvSelection::prompt_vote && load.completed_prompt_tokens > 0) k |= op_bit(IterationOp::kv_selection);
+  if (!collectives_.empty()) k |= op_bit(IterationOp::collective);
   if (selection_ == KvSelection::accumulated_scores) {
     k |= op_bit(IterationOp::score_upkeep);
     if (load.prefill_tokens > 0) k |= op_bit(IterationOp::kv_selection);
@@ -60,6 +65,9 @@ std::set<std::string> IterationPlan::signatures(IterationOpKinds kinds) const {
         break;
       case IterationOp::decode_attention:
       case IterationOp::kv_write: out.insert(op_signature(op, attention_format_)); break;
+      case IterationOp::collective:
+        for (const Collective& c : collectives_) out.insert(collective_signature(c.kind, c.group));
+        break;
       default: out.insert(op_signature(op)); break;
     }
   }
@@ -79,6 +87,7 @@ nlohmann::ordered_json IterationPlan::to_json() const {
         return selection_ == KvSelection::prompt_vote ? "iterations in which a prompt's prefill completes"
                                                       : "iterations with prompt tokens (scoring them)";
       case IterationOp::score_upkeep: return "every iteration with a token to compute";
+      case IterationOp::collective: return "every iteration with a token to compute (each replica of a lockstep group)";
       default: return "";
     }
   };

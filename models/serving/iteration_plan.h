@@ -25,6 +25,8 @@ namespace memtwin {
 
 /// "KIND" or "KIND DETAIL", the kind as kIterationOpNames spells it.
 std::string op_signature(IterationOp kind, const std::string& detail = "");
+/// A collective's: "collective all_gather expert_parallel" (its kind, then its group).
+std::string collective_signature(const std::string& kind, const std::string& group);
 
 class IterationPlan {
  public:
@@ -32,7 +34,8 @@ class IterationPlan {
   /// The kinds of work an iteration with this load runs: weight GEMMs, elementwise work and cache
   /// writes for any token; prefill attention for prompt tokens; decode attention for decoding
   /// sequences; the method's selection (a prompt-voting method when a prompt completes, H2O's
-  /// prompt scoring while prompts are prefilled) and H2O's score upkeep for every written token.
+  /// prompt scoring while prompts are prefilled) and H2O's score upkeep for every written token;
+  /// the collectives between GPUs for any token where the replica spans several or shares experts.
   [[nodiscard]] IterationOpKinds kinds(const IterationLoad& load) const;
   /// The signatures of those kinds' ops under this scenario.
   [[nodiscard]] std::set<std::string> signatures(IterationOpKinds kinds) const;

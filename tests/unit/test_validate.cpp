@@ -120,6 +120,12 @@ TEST_CASE("after calibrating the host, validate predicts memory within 10% and t
     CHECK(std::abs(error_of(serve, "memory.gpu.peak_bytes")) <= 10);
     for (const auto& [metric, limit] : limits) CHECK(std::abs(error_of(serve, metric)) <= limit);
   }
+  // Expert parallelism over two ranks, both busy at once: judged against the two-rank
+  // calibration, as training is.
+  const auto ep = validate_within_limits("scenarios/host/serve-moe-ep2.yaml", 2, "serve-moe-ep2", serving);
+  CHECK(ep["ranks"] == 2);
+  CHECK(std::abs(error_of(ep, "memory.gpu.peak_bytes")) <= 10);
+  for (const auto& [metric, limit] : serving) CHECK(std::abs(error_of(ep, metric)) <= limit);
 }
 
 TEST_CASE("run and validate with --layers measure two shallower depths and extrapolates to the full model, where the allocator's books land on the full run's", "[unit]") {
