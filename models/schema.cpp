@@ -55,6 +55,9 @@ void declare_model(Table& t) {
 void declare_training(Table& t) {
   t.add("training.framework", K::choice, "ideal",
         "whose memory conventions to follow (ideal = the ZeRO paper's accounting)").choices(names(kFrameworkNames));
+  t.add("training.deepspeed_config", K::path, none,
+        "a DeepSpeed config (ds_config.json) to read the ZeRO stage, buckets, offload, batch sizes, precision and optimizer from; "
+        "the scenario's own keys win, \"auto\" values are left to them");
   t.add("training.global_batch", K::integer, none, "sequences per optimizer step").at_least(1)
       .derived("micro_batch x data-parallel size (no accumulation)");
   t.add("training.micro_batch", K::integer, "1", "sequences per micro-batch per GPU").at_least(1);

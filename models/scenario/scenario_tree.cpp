@@ -7,6 +7,7 @@
 
 #include "models/embedded.h"
 #include "models/scenario/did_you_mean.h"
+#include "models/scenario/deepspeed_config.h"
 #include "models/scenario/hf_config.h"
 #include "models/scenario/yaml_limits.h"
 #include "models/schema.h"
@@ -272,6 +273,25 @@ void expand_hf_config(ScenarioTree& tree) {
   merge_under(model, arch, "model", file.string(), tree.origins);
 }
 
+// training.deepspeed_config: the DeepSpeed config's settings beneath the scenario's own.
+void expand_deepspeed_config(ScenarioTree& tree) {
+  if (!has_key(tree.root, "training")) return;
+  YAML::Node training = tree.root["training"];
+  if (!training.IsMap() || !has_key(training, "deepspeed_config")) return;
+  YAML::Node path_node = training["deepspeed_config"];
+  SourceLocation where = tree.locate("training.deepspeed_config", path_node.Mark());
+  if (!path_node.IsScalar()) throw ScenarioError(where, "training.deepspeed_config", "expected a file path");
+  if (has_key(training, "framework") && !(training["framework"].IsScalar() && training["framework"].Scalar() == "deepspeed")) {
+    const YAML::Node framework = training["framework"];
+    throw ScenarioError(tree.locate("training.framework", framework.Mark()), "training.framework",
+                        "is " + (framework.IsScalar() ? framework.Scalar() : std::string("not a name")) +
+                            ", but training.deepspeed_config describes a DeepSpeed run: leave framework out or set it to deepspeed");
+  }
+  std::filesystem::path file = path_node.Scalar();
+  if (file.is_relative()) file = std::filesystem::path(tree.base_dir) / file;
+  merge_under(training, read_deepspeed_config(file.string(), where), "training", file.string(), tree.origins);
+}
+
 }  // namespace
 
 SourceLocation ScenarioTree::locate(const std::string& path, const YAML::Mark& mark) const {
@@ -318,6 +338,7 @@ ScenarioTree build_scenario_tree(std::string_view text, const std::string& file,
   expand_presets(tree, "model", "presets/models.yaml");
   expand_presets(tree, "cluster.efficiency", "presets/efficiency.yaml");
   expand_hf_config(tree);
+  expand_deepspeed_config(tree);
   return tree;
 }
 
