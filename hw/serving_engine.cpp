@@ -24,6 +24,7 @@ namespace memtwin::hw {
 
 void require_serving_support(const Scenario& s) {
   const Inference& inf = *s.inference;
+  if (inf.disaggregation) throw Unsupported("disaggregated serving (inference.disaggregation) is simulated only");
   if (inf.serving.tensor_parallel != 1 || inf.serving.pipeline_parallel != 1) {
     throw Unsupported("the serving engine runs without tensor or pipeline parallelism");
   }

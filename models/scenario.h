@@ -255,6 +255,10 @@ struct Training {
   FineTuningSpec fine_tuning;
 };
 
+/// What a serving instance does with a request: all of it, or one side of prefill/decode
+/// disaggregation (its prefill, handing the KV cache on; or its decode, from a KV cache received).
+enum class InstanceRole { colocated, prefill, decode };
+
 struct ServingSpec {
   int replicas = 1;
   int tensor_parallel = 1;
@@ -273,6 +277,9 @@ struct ServingSpec {
   bool cuda_graphs = true;
   Bytes swap_space;  ///< host memory per GPU reserved for swapped-out KV blocks
   Router router = Router::round_robin;
+  /// Derived, not a key: the side an instance scenario of a disaggregated deployment serves
+  /// (models/serving/disaggregation.h).
+  InstanceRole role = InstanceRole::colocated;
   /// GPUs a MoE layer's experts are spread over: replicas x tensor parallel with expert
   /// parallelism (vLLM's EP size), else 1 (each replica's tensor ranks split every expert).
   [[nodiscard]] int expert_parallel_size() const { return expert_parallel ? replicas * tensor_parallel : 1; }
@@ -331,9 +338,20 @@ struct SloSpec {
   std::optional<Seconds> e2e_p99;
 };
 
+/// inference.disaggregation: prefill and decode on separate instances (DistServe, Splitwise,
+/// vLLM's disaggregated prefill), each with its replicas and tensor parallelism, the prefill
+/// instances first in rank order. A request's KV cache moves from its prefill instance to a
+/// decode instance over the cluster's links when its prefill completes.
+struct Disaggregation {
+  int prefill_replicas = 1, prefill_tensor_parallel = 1;
+  int decode_replicas = 1, decode_tensor_parallel = 1;
+  [[nodiscard]] int gpus() const { return prefill_replicas * prefill_tensor_parallel + decode_replicas * decode_tensor_parallel; }
+};
+
 struct Inference {
   Engine engine = Engine::vllm;
   ServingSpec serving;
+  std::optional<Disaggregation> disaggregation;
   WeightDtype weight_dtype = WeightDtype::bf16;
   int weight_group_size = 128;
   KvCacheSpec kv_cache;

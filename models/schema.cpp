@@ -140,6 +140,11 @@ void declare_inference(Table& t) {
   t.add("inference.serving.swap_space", K::bytes, "4GiB", "host memory per GPU for swapped KV (vLLM swap_space)").at_least(0);
   t.add("inference.serving.router", K::choice, "round_robin", "how requests are spread over replicas")
       .choices(names(kRouterNames));
+  for (const char* side : {"prefill", "decode"}) {
+    const std::string key = std::string("inference.disaggregation.") + side;
+    t.add(key + ".replicas", K::integer, "1", std::string(side) + " instances (disaggregated serving)").at_least(1);
+    t.add(key + ".tensor_parallel", K::integer, "1", std::string("GPUs per ") + side + " instance in tensor parallel").at_least(1);
+  }
   t.add("inference.weights.dtype", K::choice, "bf16", "weight format").choices(names(kWeightDtypeNames));
   t.add("inference.weights.group_size", K::integer, "128", "quantisation group (awq_int4)").at_least(1);
   t.add("inference.kv_cache.dtype", K::choice, "bf16", "KV element type before compression").choices(names(kKvDtypeNames));

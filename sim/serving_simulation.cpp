@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <stdexcept>
 
 #include <simgrid/s4u.hpp>
 
@@ -19,6 +20,7 @@ namespace memtwin::sim {
 
 ServingRun simulate_serving(const Scenario& s) {
   const Inference& inf = *s.inference;
+  if (inf.disaggregation) throw std::logic_error("simulate_serving: a disaggregated deployment (simulate_disaggregated_serving)");
   const ServingMemory memory = serving_memory(s);
   std::vector<Request> requests = generate_requests(inf, s.seed);
   refuse_beyond_machine(s, estimate_serving(requests));

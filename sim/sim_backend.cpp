@@ -17,6 +17,7 @@
 #include "models/serving/serving_report.h"
 #include "models/validation/prediction_interval.h"
 #include "sim/serving_simulation.h"
+#include "sim/disaggregated_serving.h"
 #include "sim/step_simulation.h"
 
 namespace memtwin {
@@ -32,7 +33,16 @@ class SimBackend final : public Backend {
     r.fits = memory.fits;
     if (!memory.fits) return r;  // nothing to serve: the memory result says why
     // Shared by the files' writers, which run only if a run directory is written.
-    const auto run = std::make_shared<const ServingRun>(sim::simulate_serving(s));
+    std::shared_ptr<const ServingRun> run;
+    if (s.inference->disaggregation) {
+      sim::DisaggregatedRun both = sim::simulate_disaggregated_serving(s);
+      r.metrics["disaggregation"] = disaggregation_report(s, both.run, both.prefill_run);
+      both.run.op_seconds += both.prefill_run.op_seconds;  // every GPU's work, both sides'
+      both.run.planned_op_kinds |= both.prefill_run.planned_op_kinds;
+      run = std::make_shared<const ServingRun>(std::move(both.run));
+    } else {
+      run = std::make_shared<const ServingRun>(sim::simulate_serving(s));
+    }
     add_serving_results(r.metrics, r.notes, s, *run);
     const std::set<std::string> ops = IterationPlan(s).signatures(run->planned_op_kinds);
     r.metrics["simulated"] = {{"replicas", s.inference->serving.replicas}, {"iterations", run->iterations},

@@ -6,6 +6,7 @@
 #include "models/kv/kv_method.h"
 #include "models/memory/weight_shapes.h"
 #include "models/model_facts.h"
+#include "models/serving/disaggregation.h"
 #include "models/unit_parse.h"
 
 namespace memtwin {
@@ -110,6 +111,13 @@ KvShape serving_kv_shape(const Scenario& s) {
 }
 
 ServingMemory serving_memory(const Scenario& s) {
+  if (s.inference->disaggregation) {
+    // The decode instances hold the requests' KV caches from their prefill to their last token:
+    // their memory is the deployment's capacity; the deployment fits where both sides do.
+    ServingMemory decode = serving_memory(instance_scenario(s, InstanceRole::decode));
+    decode.fits = decode.fits && serving_memory(instance_scenario(s, InstanceRole::prefill)).fits;
+    return decode;
+  }
   const Inference& inf = *s.inference;
   const ServingSpec& sv = inf.serving;
   const RuntimeOverheads& rt = s.cluster.runtime;

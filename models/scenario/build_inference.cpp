@@ -68,6 +68,38 @@ ServingSpec build_serving(const ParamValues& v, const Cluster& cluster, const Mo
   return s;
 }
 
+Disaggregation build_disaggregation(const ParamValues& v, const Cluster& cluster, const ModelSpec& model,
+                                   const ServingSpec& serving) {
+  const std::string key = "inference.disaggregation";
+  for (const char* own : {"replicas", "tensor_parallel", "pipeline_parallel", "expert_parallel"}) {
+    if (v.given(std::string("inference.serving.") + own)) {
+      v.fail(std::string("inference.serving.") + own,
+             "is set per instance with disaggregation (inference.disaggregation.prefill / .decode)" +
+                 std::string(std::string(own) == "pipeline_parallel" || std::string(own) == "expert_parallel"
+                                 ? "; pipeline and expert parallelism of disaggregated instances are not modelled yet"
+                                 : ""));
+    }
+  }
+  if (serving.prefix_caching) v.fail("inference.serving.prefix_caching", "with disaggregation is not modelled yet");
+  Disaggregation d;
+  d.prefill_replicas = v.int32(key + ".prefill.replicas");
+  d.prefill_tensor_parallel = v.int32(key + ".prefill.tensor_parallel");
+  d.decode_replicas = v.int32(key + ".decode.replicas");
+  d.decode_tensor_parallel = v.int32(key + ".decode.tensor_parallel");
+  for (const auto& [side, tp] : {std::pair{"prefill", d.prefill_tensor_parallel}, std::pair{"decode", d.decode_tensor_parallel}}) {
+    if (model.heads % tp != 0) {
+      v.fail(key + "." + side + ".tensor_parallel",
+             "tensor parallel " + str(tp) + " does not divide the model's " + str(model.heads) + " attention heads");
+    }
+  }
+  if (d.gpus() > cluster.total_gpus()) {
+    v.fail(key, str(d.prefill_replicas) + " prefill instances x " + str(d.prefill_tensor_parallel) + " GPUs and " +
+                    str(d.decode_replicas) + " decode instances x " + str(d.decode_tensor_parallel) + " GPUs need " +
+                    str(d.gpus()) + " GPUs; the cluster has " + str(cluster.total_gpus()));
+  }
+  return d;
+}
+
 LengthDistribution build_length(const ParamValues& v, const std::string& prefix) {
   LengthDistribution d;
   d.dist = v.choice(prefix + ".dist", kLengthDistNames);
@@ -144,6 +176,7 @@ Inference build_inference(const ParamValues& v, const Cluster& cluster, const Mo
   Inference inf;
   inf.engine = v.choice("inference.engine", kEngineNames);
   inf.serving = build_serving(v, cluster, model);
+  if (v.has_section("inference.disaggregation")) inf.disaggregation = build_disaggregation(v, cluster, model, inf.serving);
   inf.weight_dtype = v.choice("inference.weights.dtype", kWeightDtypeNames);
   if (v.given("inference.weights.group_size") && inf.weight_dtype != WeightDtype::awq_int4) {
     v.fail("inference.weights.group_size", "is only meaningful with dtype: awq_int4");

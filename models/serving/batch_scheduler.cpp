@@ -53,7 +53,7 @@ std::string serving_plan_hash(const Scenario& s, const std::vector<Request>& req
 BatchScheduler::BatchScheduler(int replica, const Scenario& s, const KvCompressor& kv, ServingRun& out,
                                std::int64_t capacity_blocks, double block_bytes, int virtual_engine,
                                int virtual_engines)
-    : index_(replica), virtual_engine_(virtual_engine), s_(s), kv_(kv), out_(out), capacity_(capacity_blocks), block_bytes_(block_bytes) {
+    : index_(replica), virtual_engine_(virtual_engine), role_(s.inference->serving.role), s_(s), kv_(kv), out_(out), capacity_(capacity_blocks), block_bytes_(block_bytes) {
   share_prefixes_ = s.inference->serving.prefix_caching && shares_prefix_blocks(s.inference->kv_cache.compression.method);
   // A replica's share of each node's tiers is its GPUs' share; a block of the replica is a block on
   // each of its GPUs (block_bytes is one GPU's), all of which land in the tier. So a tier holds
@@ -73,6 +73,14 @@ void BatchScheduler::enqueue(std::size_t record, int prompt) {
   q.prompt = prompt;
   q.original_prompt = out_.requests[record].prompt_tokens;
   q.output_tokens = out_.requests[record].output_tokens;
+  if (role_ == InstanceRole::decode) {
+    // Its prompt's KV came from a prefill instance, which produced its first token.
+    q.prefilled = q.prompt;
+    q.generated = 1;
+    q.produced = true;
+    q.last_token_s = out_.requests[record].first_token_s;
+    q.transferred = true;
+  }
   waiting_.push_back(q);
 }
 
@@ -154,6 +162,26 @@ std::optional<ScheduledIteration> BatchScheduler::schedule() {
         q.swapped = false;
         running_.push_back(q);
         waiting_.pop_front();
+        continue;
+      }
+      if (q.transferred) {
+        // A disaggregated decode instance admits a received KV cache whole (and the block for the
+        // next token); it decodes from the next pass on.
+        const std::int64_t need = blocks_for(q, q.prompt, q.generated + 1);
+        if (need > capacity_ - watermark) {  // can never fit: reject
+          out_.requests[q.record].finish_s = -2;
+          ++out_.rejected;
+          const std::size_t record = q.record;
+          waiting_.pop_front();
+          if (on_finish) on_finish(record);
+          continue;
+        }
+        if (need > free_blocks() - watermark) break;
+        q.transferred = false;
+        grow(q, blocks_for(q, q.prompt, q.generated));
+        running_.push_back(q);
+        waiting_.pop_front();
+        swapped_in = true;
         continue;
       }
       if (blocks_for(q, q.prompt, 0) > capacity_ - watermark) {  // can never fit: reject
@@ -292,14 +320,17 @@ void BatchScheduler::preempt_newest(ScheduledIteration& it) {
   waiting_.push_front(q);
 }
 
-bool BatchScheduler::done(const Sequence& q) {
+bool BatchScheduler::done(const Sequence& q) const {
+  if (role_ == InstanceRole::prefill) return q.prefilled >= q.prompt && q.generated > 0;  // handed to decode
   const int total_generated = q.generated + (q.prompt - q.original_prompt);  // tokens recomputed count as generated
   return q.prefilled >= q.prompt && total_generated >= q.output_tokens;
 }
 
 bool BatchScheduler::token(Sequence& q, double now) {
   if (!q.produced) {
-    out_.requests[q.record].first_token_s = now;
+    // A prefill instance's first token reaches the client from the decode instance, after the
+    // transfer (the deployment records it then).
+    if (role_ != InstanceRole::prefill) out_.requests[q.record].first_token_s = now;
     q.produced = true;
   } else {
     out_.inter_token_s.add(static_cast<float>(now - q.last_token_s));
@@ -313,7 +344,7 @@ void BatchScheduler::finish_done(double now) {
   for (std::size_t i = 0; i < running_.size();) {
     Sequence& q = running_[i];
     if (done(q)) {
-      out_.requests[q.record].finish_s = now;
+      if (role_ != InstanceRole::prefill) out_.requests[q.record].finish_s = now;
       used_ -= q.blocks;
       release_prefix(q);
       const std::size_t record = q.record;

@@ -45,6 +45,7 @@ struct Sequence {
   std::int64_t blocks = 0;  ///< KV blocks of its own
   std::int64_t shared = 0;  ///< blocks of a cached shared prefix it reads (counted once, in the cache)
   bool swapped = false;
+  bool transferred = false;  ///< a decode instance's: its prompt's KV arrived from a prefill instance
   /// Its request's output tokens and how many prompt tokens it had (copied at enqueue: the
   /// scheduler checks them every iteration, and a million requests' records are not in cache).
   int output_tokens = 0, original_prompt = 0;
@@ -111,7 +112,9 @@ class BatchScheduler {
   /// The iteration ran from `started` to `now`: its tokens are produced and finished sequences leave.
   void complete(const ScheduledIteration& iteration, double started, double now);
 
-  /// Called for each completed or rejected request (closed-loop workloads issue the next one).
+  /// Called for each completed or rejected request (closed-loop workloads issue the next one); on
+  /// a disaggregated prefill instance, for each prompt prefilled (its first token produced: the
+  /// KV cache leaves for a decode instance) or rejected.
   std::function<void(std::size_t)> on_finish;
 
  private:
@@ -140,11 +143,12 @@ class BatchScheduler {
   void preempt_newest(ScheduledIteration& it);
   /// Records q's next token; whether q has now produced all it will.
   bool token(Sequence& q, double now);
-  [[nodiscard]] static bool done(const Sequence& q);
+  [[nodiscard]] bool done(const Sequence& q) const;
   void finish_done(double now);
 
   int index_;
   int virtual_engine_;
+  InstanceRole role_;
   std::int64_t kv_iterations_ = 0;  ///< this engine's iterations so far, numbering its KV samples
   const Scenario& s_;
   const KvCompressor& kv_;

@@ -211,6 +211,43 @@ void add_serving_results(nlohmann::ordered_json& metrics, std::vector<std::strin
   }
 }
 
+nlohmann::ordered_json disaggregation_report(const Scenario& s, const ServingRun& run, const ServingRun& prefill_run) {
+  const Disaggregation& d = *s.inference->disaggregation;
+  auto side = [](int replicas, int tp, const ServingRun& r) {
+    nlohmann::ordered_json j;
+    j["replicas"] = replicas;
+    j["tensor_parallel"] = tp;
+    j["gpus"] = replicas * tp;
+    j["kv_capacity_blocks"] = r.capacity_blocks;
+    j["peak_kv_utilization"] = r.capacity_blocks > 0 ? static_cast<double>(r.peak_blocks_used) / static_cast<double>(r.capacity_blocks) : 0.0;
+    j["iterations"] = r.iterations;
+    j["preemptions"] = r.preemptions;
+    return j;
+  };
+  std::vector<double> bytes, seconds, to_prefilled, transfer_share;
+  double total_bytes = 0, prompt_tokens = 0;
+  for (const RequestRecord& r : run.requests) {
+    if (r.prefilled_s < 0 || r.first_token_s < 0) continue;
+    bytes.push_back(r.kv_transfer_bytes);
+    seconds.push_back(r.kv_transfer_s);
+    to_prefilled.push_back(r.prefilled_s - r.arrival_s);
+    const double ttft = r.first_token_s - r.arrival_s;
+    transfer_share.push_back(ttft > 0 ? r.kv_transfer_s / ttft : 0.0);
+    total_bytes += r.kv_transfer_bytes;
+    prompt_tokens += r.prompt_tokens;
+  }
+  nlohmann::ordered_json out;
+  out["prefill"] = side(d.prefill_replicas, d.prefill_tensor_parallel, prefill_run);
+  out["decode"] = side(d.decode_replicas, d.decode_tensor_parallel, run);
+  out["kv_transfer"] = {{"requests", static_cast<std::int64_t>(bytes.size())},
+                        {"bytes_total", total_bytes},
+                        {"bytes_per_prompt_token", prompt_tokens > 0 ? total_bytes / prompt_tokens : 0.0},
+                        {"bytes", summary(bytes)},
+                        {"seconds", summary(seconds)}};
+  out["ttft_s"] = {{"to_prefill_end", summary(to_prefilled)}, {"transfer_fraction", summary(transfer_share)}};
+  return out;
+}
+
 std::string requests_csv(const ServingRun& run) {
   std::ostringstream out;
   out.precision(9);

@@ -16,6 +16,12 @@ namespace memtwin {
 void add_serving_results(nlohmann::ordered_json& metrics, std::vector<std::string>& notes, const Scenario& scenario,
                          const ServingRun& run);
 
+/// Disaggregated serving (inference.disaggregation): each side's instances (GPUs, KV capacity
+/// and peak use, iterations) and the KV transfers (requests, bytes, seconds), and where the time to
+/// the first token went (to the end of the prefill, then the transfer). `run` holds every request
+/// and the decode instances' counters, `prefill_run` the prefill instances'.
+nlohmann::ordered_json disaggregation_report(const Scenario& deployment, const ServingRun& run, const ServingRun& prefill_run);
+
 std::string requests_csv(const ServingRun& run);
 
 /// Perfetto trace of a serving run: a process per replica with its iterations (decode sequences

@@ -20,6 +20,9 @@ struct RequestRecord {
   int preemptions = 0, swaps = 0;
   int prefix_group = -1, prefix_tokens = 0;  ///< the shared prefix the prompt starts with, if any
   int cached_tokens = 0;                     ///< prompt tokens found in the prefix cache (not prefilled)
+  /// Disaggregated serving: when its prefill completed on the prefill instance, and the KV bytes
+  /// sent to its decode instance (all the instance's GPUs) and how long they took.
+  double prefilled_s = -1, kv_transfer_bytes = 0, kv_transfer_s = 0;
 };
 
 struct ServingRun {

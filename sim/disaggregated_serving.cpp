@@ -1,0 +1,165 @@
+#include "sim/disaggregated_serving.h"
+
+#include <algorithm>
+#include <memory>
+
+#include <simgrid/s4u.hpp>
+
+#include "models/memory/serving_memory.h"
+#include "models/serving/batch_scheduler.h"
+#include "models/serving/disaggregation.h"
+#include "models/serving/iteration_cost.h"
+#include "models/serving/request_stream.h"
+#include "models/serving/router.h"
+#include "sim/engine_setup.h"
+#include "sim/platform.h"
+#include "sim/resource_check.h"
+#include "sim/serving_replicas.h"
+
+namespace memtwin::sim {
+namespace {
+
+// One side's instances: their scenario, memory, iteration model, size model and replica actors.
+struct Side {
+  Side(const Scenario& deployment, InstanceRole role, ServingRun& out, const Platform& platform)
+      : scenario(instance_scenario(deployment, role)),
+        memory(serving_memory(scenario)),
+        model(scenario),
+        kv(make_kv_compressor(scenario.inference->kv_cache.compression, serving_kv_shape(scenario))),
+        router(scenario.inference->serving.router, static_cast<std::size_t>(scenario.inference->serving.replicas)) {
+    const ServingSpec& sv = scenario.inference->serving;
+    const int first = first_gpu_of(*deployment.inference->disaggregation, role);
+    for (int r = 0; r < sv.replicas; ++r) {
+      Placement p;
+      for (int g = 0; g < sv.tensor_parallel; ++g) p.gpus.push_back(first + r * sv.tensor_parallel + g);
+      p.stages.push_back(p.gpus);
+      p.node = platform.node_of_gpu[p.gpus.front()];
+      instances.push_back(make_replica(r, scenario, model, *kv, out, std::max<std::int64_t>(1, memory.capacity_blocks),
+                                       memory.block_bytes.as_double(), platform, p));
+      gpus.push_back(p.gpus);
+    }
+  }
+  std::size_t pick() {
+    return router.pick([&](std::size_t i) { return instances[i]->outstanding(0); },
+                       [&](std::size_t i) { return instances[i]->used_blocks(0); });
+  }
+  Scenario scenario;
+  ServingMemory memory;
+  IterationModel model;
+  std::unique_ptr<KvCompressor> kv;
+  ReplicaRouter router;
+  std::vector<std::unique_ptr<ReplicaGroup>> instances;
+  std::vector<std::vector<int>> gpus;  // each instance's, in tensor-rank order
+};
+
+}  // namespace
+
+DisaggregatedRun simulate_disaggregated_serving(const Scenario& s) {
+  const Inference& inf = *s.inference;
+  std::vector<Request> requests = generate_requests(inf, s.seed);
+  refuse_beyond_machine(s, estimate_serving(requests));
+  DisaggregatedRun result;
+  ServingRun& out = result.run;
+  out = start_serving_run(requests);
+  result.prefill_run = start_serving_run(requests);
+  auto engine = make_engine();
+  const Platform platform = build_platform(s.cluster);
+  Side prefill(s, InstanceRole::prefill, result.prefill_run, platform);
+  Side decode(s, InstanceRole::decode, out, platform);
+  out.capacity_blocks = decode.memory.capacity_blocks;
+  result.prefill_run.capacity_blocks = prefill.memory.capacity_blocks;
+
+  const std::size_t total = out.requests.size();
+  const bool closed_loop = inf.workload.arrival == Arrival::closed_loop && inf.workload.trace.empty();
+  std::size_t next = 0, finished = 0;
+  auto close_all = [&] {
+    for (auto* side : {&prefill, &decode})
+      for (auto& i : side->instances) i->close();
+  };
+  auto route = [&](std::size_t record) {
+    out.requests[record].arrival_s = sg4::Engine::get_clock();
+    prefill.instances[prefill.pick()]->enqueue(0, record, out.requests[record].prompt_tokens);
+  };
+  auto finish = [&] {
+    ++finished;
+    if (closed_loop && next < total) route(next++);
+    if (finished >= total) close_all();
+  };
+  // A prompt prefilled: its KV cache goes to the decode instance the router picks. Each prefill
+  // GPU holds its tensor rank's KV heads; with the same tensor parallelism on both sides each sends
+  // its share to the same rank there, otherwise every pair of ranks exchanges its overlap.
+  auto hand_over = [&](std::size_t record, std::size_t from) {
+    const std::size_t to = decode.pick();
+    RequestRecord& r = out.requests[record];
+    r.prefilled_s = sg4::Engine::get_clock();
+    const double per_gpu = prefill.kv->sequence_bytes(r.prompt_tokens, 0);
+    const std::vector<int>& src = prefill.gpus[from];
+    const std::vector<int>& dst = decode.gpus[to];
+    r.kv_transfer_bytes = per_gpu * static_cast<double>(src.size());
+    r.replica = static_cast<int>(to);
+    ReplicaGroup* target = decode.instances[to].get();
+    sg4::Actor::create("kv_transfer" + std::to_string(record), platform.gpus[src.front()], [&, record, src, dst, per_gpu, target] {
+      const double began = sg4::Engine::get_clock();
+      std::vector<sg4::CommPtr> flows;
+      if (src.size() == dst.size()) {
+        for (std::size_t g = 0; g < src.size(); ++g) {
+          flows.push_back(sg4::Comm::sendto_async(platform.gpus[src[g]], platform.gpus[dst[g]], static_cast<std::uint64_t>(per_gpu)));
+        }
+      } else {
+        const auto share = static_cast<std::uint64_t>(per_gpu / static_cast<double>(dst.size()));
+        for (int a : src)
+          for (int b : dst) flows.push_back(sg4::Comm::sendto_async(platform.gpus[a], platform.gpus[b], share));
+      }
+      for (auto& f : flows) f->wait();
+      RequestRecord& q = out.requests[record];
+      q.kv_transfer_s = sg4::Engine::get_clock() - began;
+      q.first_token_s = sg4::Engine::get_clock();  // the first token reaches the client with its KV
+      if (q.output_tokens <= 1) {
+        q.finish_s = q.first_token_s;
+        finish();
+      } else {
+        target->enqueue(0, record, q.prompt_tokens);
+      }
+    });
+  };
+  for (std::size_t i = 0; i < prefill.instances.size(); ++i) {
+    prefill.instances[i]->on_finish([&, i](std::size_t record) {
+      if (result.prefill_run.requests[record].finish_s == -2) {  // a prompt no prefill instance can hold
+        out.requests[record].finish_s = -2;
+        ++out.rejected;
+        finish();
+        return;
+      }
+      hand_over(record, i);
+    });
+  }
+  for (auto& d : decode.instances) d->on_finish([&](std::size_t) { finish(); });
+
+  double router_ended_s = 0;
+  sg4::Actor::create("router", platform.cpus[0], [&] {
+    if (closed_loop) {
+      const std::size_t initial = std::min<std::size_t>(inf.workload.concurrency, total);
+      while (next < initial) route(next++);
+    } else {
+      for (; next < total; ++next) {
+        const double wait = out.requests[next].arrival_s - sg4::Engine::get_clock();
+        if (wait > 0) sg4::this_actor::sleep_for(wait);
+        route(next);
+      }
+      out.last_arrival_s = sg4::Engine::get_clock();
+    }
+    if (total == 0) close_all();
+    router_ended_s = sg4::Engine::get_clock();
+  });
+  int first = 0;
+  for (auto* side : {&prefill, &decode})
+    for (auto& i : side->instances) i->start(platform, first++);
+  engine->run();
+  out.makespan_s = router_ended_s;
+  for (auto* side : {&prefill, &decode})
+    for (const auto& i : side->instances) out.makespan_s = std::max(out.makespan_s, i->ended_s());
+  if (closed_loop) out.last_arrival_s = out.makespan_s;
+  return result;
+}
+
+}  // namespace memtwin::sim

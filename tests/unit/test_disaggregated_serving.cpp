@@ -1,0 +1,98 @@
+// Disaggregated serving (inference.disaggregation): prefill instances hand each prompt's KV cache to
+// a decode instance over the cluster's links; the first token reaches the client after the transfer.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "tests/test_support.h"
+#include "tests/unit/serving_helpers.h"
+
+using namespace memtwin;
+using test::run_memtwin;
+using test::serve;
+using test::source_path;
+
+namespace {
+
+const std::string kDisagg = "scenarios/serving/llama3-8b-disagg-2p2d-h100.yaml";
+
+std::vector<std::string> with(std::vector<std::string> sets) {
+  sets.insert(sets.begin(), "inference.workload.requests=400");
+  return sets;
+}
+
+}  // namespace
+
+TEST_CASE("a disaggregated run sends each prompt's KV cache: its tokens x the cache's bytes per token, compressed where configured",
+          "[unit]") {
+  for (const std::vector<std::string>& sets :
+       {std::vector<std::string>{}, {"inference.kv_cache.compression={method: int4}"},
+        {"inference.disaggregation.prefill.tensor_parallel=2", "inference.disaggregation.prefill.replicas=1"}}) {
+    INFO((sets.empty() ? "fp16" : sets.front()));
+    const auto r = serve(kDisagg, with(sets));
+    const auto& transfer = r["disaggregation"]["kv_transfer"];
+    CHECK(transfer["requests"] == 400);
+    // kv_cache.bytes_per_token is one GPU's share: the prefill instance's GPUs together send all of it.
+    const double per_token = r["kv_cache"]["bytes_per_token_uncompressed"].get<double>();
+    if (sets.empty() || sets.front().find("tensor_parallel") != std::string::npos) {
+      CHECK(transfer["bytes_per_prompt_token"].get<double>() == Approx(2.0 * 32 * 8 * 128 * 2));  // K, V x layers x KV heads x head_dim x fp16
+      CHECK(per_token == Approx(2.0 * 32 * 8 * 128 * 2));
+    } else {
+      CHECK(transfer["bytes_per_prompt_token"].get<double>() == Approx(r["kv_cache"]["bytes_per_token"].get<double>()).epsilon(1e-6));
+      CHECK(transfer["bytes_per_prompt_token"].get<double>() < 0.35 * per_token);  // 4-bit codes and their group scales
+    }
+  }
+}
+
+TEST_CASE("a disaggregated request's first token comes after its prefill and its KV transfer, which the fabric paces", "[unit]") {
+  const auto fast = serve(kDisagg, with({}));
+  const auto slow = serve(kDisagg, with({"cluster.inter_node.nic_bandwidth=100Gbps"}));
+  for (const auto* r : {&fast, &slow}) {
+    const auto& d = (*r)["disaggregation"];
+    const double ttft = (*r)["latency_s"]["ttft"]["mean"].get<double>();
+    const double prefill_end = d["ttft_s"]["to_prefill_end"]["mean"].get<double>();
+    const double transfer = d["kv_transfer"]["seconds"]["mean"].get<double>();
+    CHECK(transfer > 0);
+    CHECK(ttft >= prefill_end + transfer - 1e-9);
+    CHECK(ttft == Approx(prefill_end + transfer).epsilon(1e-9));  // nothing else between them
+  }
+  // The transfer crosses the nodes' NICs (prefill on node 0, decode on node 1): no faster than the
+  // NIC, and a quarter of the NIC takes at least about four times as long (more where transfers
+  // that now last longer overlap and share it).
+  const auto& fast_t = fast["disaggregation"]["kv_transfer"];
+  const auto& slow_t = slow["disaggregation"]["kv_transfer"];
+  CHECK(fast_t["seconds"]["mean"].get<double>() >= fast_t["bytes"]["mean"].get<double>() / 50e9 * 0.999);
+  CHECK(slow_t["seconds"]["mean"].get<double>() >= slow_t["bytes"]["mean"].get<double>() / 12.5e9 * 0.999);
+  CHECK(slow_t["seconds"]["mean"].get<double>() > 3.5 * fast_t["seconds"]["mean"].get<double>());
+}
+
+TEST_CASE("disaggregated decodes do not wait for prefills; the same GPUs colocated do", "[unit]") {
+  const auto disaggregated = serve(kDisagg, with({}));
+  const auto colocated = serve(kDisagg, with({"inference.disaggregation=null", "inference.serving.replicas=4"}));
+  CHECK_FALSE(colocated.contains("disaggregation"));
+  auto spread = [](const nlohmann::json& r) {
+    return r["latency_s"]["tpot"]["p99"].get<double>() / r["latency_s"]["tpot"]["p50"].get<double>();
+  };
+  INFO("disaggregated p99/p50 " << spread(disaggregated) << ", colocated " << spread(colocated));
+  CHECK(spread(disaggregated) < 1.1);   // decode batches only: every step about as long
+  CHECK(spread(colocated) > 1.15);      // steps that carry a long prefill stretch the decodes in them
+  CHECK(disaggregated["latency_s"]["tpot"]["p99"].get<double>() < colocated["latency_s"]["tpot"]["p99"].get<double>());
+  CHECK(disaggregated["requests"]["completed"] == 400);
+}
+
+TEST_CASE("disaggregation is refused where it cannot run, naming the key", "[unit]") {
+  const std::string file = source_path(kDisagg);
+  const auto replicas = run_memtwin({"check", file, "--set", "inference.serving.replicas=2"});
+  CHECK(replicas.exit_code == 2);
+  CHECK_THAT(replicas.err, Catch::Contains("inference.serving.replicas") && Catch::Contains("per instance"));
+  const auto gpus = run_memtwin({"check", file, "--set", "inference.disaggregation.decode.replicas=3"});
+  CHECK(gpus.exit_code == 2);
+  CHECK_THAT(gpus.err, Catch::Contains("need 5 GPUs; the cluster has 4"));
+  const auto heads = run_memtwin({"check", file, "--set", "inference.disaggregation.decode.tensor_parallel=3"});
+  CHECK(heads.exit_code == 2);
+  CHECK_THAT(heads.err, Catch::Contains("inference.disaggregation.decode.tensor_parallel"));
+  const auto hw = run_memtwin({"run", file, "--backend", "hw"});
+  CHECK(hw.exit_code == 2);
+  CHECK_THAT(hw.err, Catch::Contains("simulated only"));
+}
