@@ -358,6 +358,10 @@ struct Inference {
   TierSpec tiers;
   WorkloadSpec workload;
   SloSpec slo;
+  /// The GPUs the deployment serves on: both sides' instances with disaggregation, else the replicas'.
+  [[nodiscard]] int gpus() const {
+    return disaggregation ? disaggregation->gpus() : serving.replicas * serving.tensor_parallel * serving.pipeline_parallel;
+  }
 };
 
 struct SimulationSpec {

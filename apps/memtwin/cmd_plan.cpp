@@ -146,10 +146,8 @@ int cmd_plan(const Args& args) {
     overrides.insert(overrides.end(), c.overrides.begin(), c.overrides.end());
     try {
       const Scenario s = load_scenario_file(scenario, overrides).scenario;
-      // GPUs paid for: the whole cluster for training; the replicas' GPUs for serving.
-      c.gpus = s.training ? s.cluster.total_gpus()
-                          : s.inference->serving.replicas * s.inference->serving.tensor_parallel *
-                                s.inference->serving.pipeline_parallel;
+      // GPUs paid for: the whole cluster for training; the deployment's GPUs for serving.
+      c.gpus = s.training ? s.cluster.total_gpus() : s.inference->gpus();
       std::optional<double> price = s.cluster.price_per_gpu_hour;
       if (auto p = prices.find(s.cluster.gpu.name); p != prices.end()) {
         price = p->second.first;

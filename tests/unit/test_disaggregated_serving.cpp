@@ -81,6 +81,16 @@ TEST_CASE("disaggregated decodes do not wait for prefills; the same GPUs colocat
   CHECK(disaggregated["requests"]["completed"] == 400);
 }
 
+TEST_CASE("plan searches the prefill:decode split and counts both sides' GPUs", "[unit]") {
+  const auto r = run_memtwin({"plan", source_path(kDisagg), "--set", "inference.workload.requests=100", "--search",
+                              "inference.disaggregation.decode.replicas=1,2", "--minimize", "gpus", "--json"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto plan = nlohmann::json::parse(r.out);
+  CHECK(plan["winner"]["overrides"] == nlohmann::json::array({"inference.disaggregation.decode.replicas=1"}));
+  CHECK(plan["winner"]["gpus"] == 3);  // two prefill instances and one decode instance, one GPU each
+}
+
 TEST_CASE("disaggregation is refused where it cannot run, naming the key", "[unit]") {
   const std::string file = source_path(kDisagg);
   const auto replicas = run_memtwin({"check", file, "--set", "inference.serving.replicas=2"});
