@@ -168,12 +168,8 @@ std::optional<ScheduledIteration> BatchScheduler::schedule() {
         // A disaggregated decode instance admits a received KV cache whole (and the block for the
         // next token); it decodes from the next pass on.
         const std::int64_t need = blocks_for(q, q.prompt, q.generated + 1);
-        if (need > capacity_ - watermark) {  // can never fit: reject
-          out_.requests[q.record].finish_s = -2;
-          ++out_.rejected;
-          const std::size_t record = q.record;
-          waiting_.pop_front();
-          if (on_finish) on_finish(record);
+        if (need > capacity_ - watermark) {  // can never fit
+          reject_front();
           continue;
         }
         if (need > free_blocks() - watermark) break;
@@ -184,12 +180,8 @@ std::optional<ScheduledIteration> BatchScheduler::schedule() {
         swapped_in = true;
         continue;
       }
-      if (blocks_for(q, q.prompt, 0) > capacity_ - watermark) {  // can never fit: reject
-        out_.requests[q.record].finish_s = -2;
-        ++out_.rejected;
-        const std::size_t record = q.record;
-        waiting_.pop_front();
-        if (on_finish) on_finish(record);
+      if (blocks_for(q, q.prompt, 0) > capacity_ - watermark) {  // can never fit
+        reject_front();
         continue;
       }
       const bool fresh = q.prefilled == 0 && q.shared == 0;
@@ -318,6 +310,14 @@ void BatchScheduler::preempt_newest(ScheduledIteration& it) {
     ++out_.preemptions;
   }
   waiting_.push_front(q);
+}
+
+void BatchScheduler::reject_front() {
+  const std::size_t record = waiting_.front().record;
+  out_.requests[record].finish_s = -2;
+  ++out_.rejected;
+  waiting_.pop_front();
+  if (on_finish) on_finish(record);
 }
 
 bool BatchScheduler::done(const Sequence& q) const {

@@ -141,6 +141,8 @@ class BatchScheduler {
   /// The prefix of `group` from a lower tier, if one holds it (it leaves the tier).
   std::optional<StoredPrefix> fetch_prefix(int group);
   void preempt_newest(ScheduledIteration& it);
+  /// The waiting queue's first request can never fit: rejected (finish_s -2), and reported.
+  void reject_front();
   /// Records q's next token; whether q has now produced all it will.
   bool token(Sequence& q, double now);
   [[nodiscard]] bool done(const Sequence& q) const;
