@@ -13,6 +13,7 @@
 #include "models/unit_parse.h"
 #include "models/memory/serving_memory.h"
 #include "models/serving/batch_scheduler.h"
+#include "models/serving/disaggregation.h"
 #include "models/serving/iteration_plan.h"
 #include "models/serving/serving_report.h"
 #include "models/validation/prediction_interval.h"
@@ -34,17 +35,20 @@ class SimBackend final : public Backend {
     if (!memory.fits) return r;  // nothing to serve: the memory result says why
     // Shared by the files' writers, which run only if a run directory is written.
     std::shared_ptr<const ServingRun> run;
+    std::set<std::string> ops;
     if (s.inference->disaggregation) {
       sim::DisaggregatedRun both = sim::simulate_disaggregated_serving(s);
       r.metrics["disaggregation"] = disaggregation_report(s, both.run, both.prefill_run);
-      both.run.op_seconds += both.prefill_run.op_seconds;  // every GPU's work, both sides'
-      both.run.planned_op_kinds |= both.prefill_run.planned_op_kinds;
+      // Each side's ops at its own tensor parallelism; every GPU's work, both sides'.
+      ops = IterationPlan(instance_scenario(s, InstanceRole::decode)).signatures(both.run.planned_op_kinds);
+      ops.merge(IterationPlan(instance_scenario(s, InstanceRole::prefill)).signatures(both.prefill_run.planned_op_kinds));
+      both.run.op_seconds += both.prefill_run.op_seconds;
       run = std::make_shared<const ServingRun>(std::move(both.run));
     } else {
       run = std::make_shared<const ServingRun>(sim::simulate_serving(s));
+      ops = IterationPlan(s).signatures(run->planned_op_kinds);
     }
     add_serving_results(r.metrics, r.notes, s, *run);
-    const std::set<std::string> ops = IterationPlan(s).signatures(run->planned_op_kinds);
     r.metrics["simulated"] = {{"replicas", s.inference->serving.replicas}, {"iterations", run->iterations},
                               {"requests", static_cast<std::int64_t>(run->requests.size())},
                               {"plan_hash", iteration_plan_hash(serving_plan_hash(s, generate_requests(*s.inference, s.seed),

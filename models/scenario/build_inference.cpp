@@ -71,14 +71,18 @@ ServingSpec build_serving(const ParamValues& v, const Cluster& cluster, const Mo
 Disaggregation build_disaggregation(const ParamValues& v, const Cluster& cluster, const ModelSpec& model,
                                    const ServingSpec& serving) {
   const std::string key = "inference.disaggregation";
-  for (const char* own : {"replicas", "tensor_parallel", "pipeline_parallel", "expert_parallel"}) {
-    if (v.given(std::string("inference.serving.") + own)) {
-      v.fail(std::string("inference.serving.") + own,
-             "is set per instance with disaggregation (inference.disaggregation.prefill / .decode)" +
-                 std::string(std::string(own) == "pipeline_parallel" || std::string(own) == "expert_parallel"
-                                 ? "; pipeline and expert parallelism of disaggregated instances are not modelled yet"
-                                 : ""));
-    }
+  // The colocated engine's own layout may be written only as its neutral values (as the resolved
+  // scenario echoes them): the instances say theirs.
+  const std::pair<const char*, bool> own[] = {{"replicas", serving.replicas != 1},
+                                              {"tensor_parallel", serving.tensor_parallel != 1},
+                                              {"pipeline_parallel", serving.pipeline_parallel != 1},
+                                              {"expert_parallel", serving.expert_parallel}};
+  for (const auto& [name, set] : own) {
+    if (!set) continue;
+    const bool unmodelled = std::string(name) == "pipeline_parallel" || std::string(name) == "expert_parallel";
+    v.fail(std::string("inference.serving.") + name,
+           "is set per instance with disaggregation (inference.disaggregation.prefill / .decode)" +
+               std::string(unmodelled ? "; pipeline and expert parallelism of disaggregated instances are not modelled yet" : ""));
   }
   if (serving.prefix_caching) v.fail("inference.serving.prefix_caching", "with disaggregation is not modelled yet");
   Disaggregation d;

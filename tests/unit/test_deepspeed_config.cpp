@@ -76,7 +76,7 @@ TEST_CASE("the scenario's own training keys win over the ds_config's", "[unit]")
   CHECK(s.training->offload.optimizer == OffloadTarget::cpu);  // still the file's
 }
 
-TEST_CASE("a ds_config's \"auto\" values (the HF Trainer's) are left to the scenario; no bf16 or fp16 section means fp32", "[unit]") {
+TEST_CASE("a ds_config's \"auto\" values (the HF Trainer's) are left to the scenario, and no bf16 or fp16 section means fp32", "[unit]") {
   const Scenario hf = with_config(R"({"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto",
       "gradient_accumulation_steps": "auto", "bf16": {"enabled": "auto"},
       "zero_optimization": {"stage": 2, "reduce_bucket_size": "auto", "offload_optimizer": {"device": "cpu"}}})",

@@ -2,6 +2,7 @@
 // a decode instance over the cluster's links; the first token reaches the client after the transfer.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,11 @@ TEST_CASE("a disaggregated run sends each prompt's KV cache: its tokens x the ca
     if (sets.empty() || sets.front().find("tensor_parallel") != std::string::npos) {
       CHECK(transfer["bytes_per_prompt_token"].get<double>() == Approx(2.0 * 32 * 8 * 128 * 2));  // K, V x layers x KV heads x head_dim x fp16
       CHECK(per_token == Approx(2.0 * 32 * 8 * 128 * 2));
+      // Each side's GEMMs at its own tensor parallelism: Llama-3-8B's fused QKV, 4096 x 6144 whole.
+      const auto& ops = r["simulated"]["iteration_ops"];
+      auto has = [&](const char* op) { return std::find(ops.begin(), ops.end(), op) != ops.end(); };
+      CHECK(has("weight_gemm 4096x6144"));
+      CHECK(has("weight_gemm 4096x3072") == !sets.empty());
     } else {
       CHECK(transfer["bytes_per_prompt_token"].get<double>() == Approx(r["kv_cache"]["bytes_per_token"].get<double>()).epsilon(1e-6));
       CHECK(transfer["bytes_per_prompt_token"].get<double>() < 0.35 * per_token);  // 4-bit codes and their group scales
@@ -67,7 +73,7 @@ TEST_CASE("a disaggregated request's first token comes after its prefill and its
   CHECK(slow_t["seconds"]["mean"].get<double>() > 3.5 * fast_t["seconds"]["mean"].get<double>());
 }
 
-TEST_CASE("disaggregated decodes do not wait for prefills; the same GPUs colocated do", "[unit]") {
+TEST_CASE("disaggregated decodes do not wait for prefills, where the same GPUs colocated do", "[unit]") {
   const auto disaggregated = serve(kDisagg, with({}));
   const auto colocated = serve(kDisagg, with({"inference.disaggregation=null", "inference.serving.replicas=4"}));
   CHECK_FALSE(colocated.contains("disaggregation"));
