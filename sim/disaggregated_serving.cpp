@@ -136,21 +136,7 @@ DisaggregatedRun simulate_disaggregated_serving(const Scenario& s) {
   for (auto& d : decode.instances) d->on_finish([&](std::size_t) { finish(); });
 
   double router_ended_s = 0;
-  sg4::Actor::create("router", platform.cpus[0], [&] {
-    if (closed_loop) {
-      const std::size_t initial = std::min<std::size_t>(inf.workload.concurrency, total);
-      while (next < initial) route(next++);
-    } else {
-      for (; next < total; ++next) {
-        const double wait = out.requests[next].arrival_s - sg4::Engine::get_clock();
-        if (wait > 0) sg4::this_actor::sleep_for(wait);
-        route(next);
-      }
-      out.last_arrival_s = sg4::Engine::get_clock();
-    }
-    if (total == 0) close_all();
-    router_ended_s = sg4::Engine::get_clock();
-  });
+  start_router(platform, inf, out, next, route, close_all, router_ended_s);
   int first = 0;
   for (auto* side : {&prefill, &decode})
     for (auto& i : side->instances) i->start(platform, first++);

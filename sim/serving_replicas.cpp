@@ -159,4 +159,25 @@ std::unique_ptr<ReplicaGroup> make_replica(int index, const Scenario& s, const I
   return std::make_unique<Replica>(index, s, model, kv, out, capacity_blocks, block_bytes, platform, std::move(placement));
 }
 
+void start_router(const Platform& platform, const Inference& inf, ServingRun& out, std::size_t& next,
+                  std::function<void(std::size_t)> route, std::function<void()> close_all, double& ended_s) {
+  sg4::Actor::create("router", platform.cpus[0], [&inf, &out, &next, route = std::move(route), close_all = std::move(close_all),
+                                                  &ended_s] {
+    const std::size_t total = out.requests.size();
+    if (inf.workload.arrival == Arrival::closed_loop && inf.workload.trace.empty()) {
+      const std::size_t initial = std::min<std::size_t>(inf.workload.concurrency, total);
+      while (next < initial) route(next++);
+    } else {
+      for (; next < total; ++next) {
+        const double wait = out.requests[next].arrival_s - sg4::Engine::get_clock();
+        if (wait > 0) sg4::this_actor::sleep_for(wait);
+        route(next);
+      }
+      out.last_arrival_s = sg4::Engine::get_clock();
+    }
+    if (total == 0) close_all();
+    ended_s = sg4::Engine::get_clock();
+  });
+}
+
 }  // namespace memtwin::sim

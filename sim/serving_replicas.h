@@ -131,6 +131,13 @@ class ReplicaGroup {
   virtual void start(const Platform& platform, int first_replica) = 0;
 };
 
+/// The router actor, on the first CPU: releases the run's requests to `route` at their arrival
+/// times (a closed loop: its first `concurrency` at once, the others as `route`'s caller issues them
+/// on completions), `next` being the next to release; with no requests it closes everything at
+/// once (`close_all`). `ended_s` is when it let go of the last.
+void start_router(const Platform& platform, const Inference& inf, ServingRun& out, std::size_t& next,
+                  std::function<void(std::size_t)> route, std::function<void()> close_all, double& ended_s);
+
 /// A replica on its own, replica `index` of the run.
 std::unique_ptr<ReplicaGroup> make_replica(int index, const Scenario& s, const IterationModel& model, const KvCompressor& kv,
                                            ServingRun& out, std::int64_t capacity_blocks, double block_bytes,

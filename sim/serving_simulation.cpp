@@ -87,21 +87,7 @@ ServingRun simulate_serving(const Scenario& s) {
     });
   }
   double router_ended_s = 0;
-  sg4::Actor::create("router", platform.cpus[0], [&] {
-    if (closed_loop) {
-      const std::size_t initial = std::min<std::size_t>(inf.workload.concurrency, out.requests.size());
-      while (next < initial) route(next++);
-    } else {
-      for (; next < out.requests.size(); ++next) {
-        const double wait = out.requests[next].arrival_s - sg4::Engine::get_clock();
-        if (wait > 0) sg4::this_actor::sleep_for(wait);
-        route(next);
-      }
-      out.last_arrival_s = sg4::Engine::get_clock();
-    }
-    if (out.requests.empty()) close_all();
-    router_ended_s = sg4::Engine::get_clock();
-  });
+  start_router(platform, inf, out, next, route, close_all, router_ended_s);
   for (std::size_t i = 0, first = 0; i < groups.size(); first += groups[i]->replicas(), ++i) {
     groups[i]->start(platform, static_cast<int>(first));
   }
