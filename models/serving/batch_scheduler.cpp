@@ -100,25 +100,46 @@ std::optional<ScheduledIteration> BatchScheduler::schedule() {
     it.load = IterationLoad{};
     int budget = sv.max_num_batched_tokens;
     // Decodes first (one token each); a sequence that needs a block when none is free preempts
-    // the newest running sequence (vLLM's policy), possibly itself.
-    for (std::size_t i = 0; i < running_.size() && budget > 0;) {
-      Sequence& q = running_[i];
+    // the newest running sequence (vLLM's policy), possibly itself. The loop notes whether it met a
+    // sequence mid-prompt: it sees every one that stays running unless the budget or the blocks end
+    // it first (preemptions only take sequences behind it), and then the prefill scan can be skipped.
+    // (A deque iterator: popping the back leaves the others valid.)
+    bool mid_prompt = false, saw_all = false;
+    for (auto at = running_.begin();;) {
+      if (at == running_.end()) {
+        saw_all = true;
+        break;
+      }
+      if (budget <= 0) break;
+      Sequence& q = *at;
       if (q.prefilled < q.prompt) {
-        ++i;
+        mid_prompt = true;
+        ++at;
         continue;
       }
-      const std::int64_t need = blocks_for(q, q.prefilled, q.generated) - (q.blocks + q.shared);
+      const double held_bytes = kv_bytes(q, q.prefilled, q.generated);
+      const std::int64_t need = blocks_of(held_bytes) - (q.blocks + q.shared);
+      bool preempted_self = false;
       while (need > free_blocks() && !running_.empty()) {
-        const bool self = &running_.back() == &q;
+        preempted_self = &running_.back() == &q;
         preempt_newest(it);
-        if (self) break;
+        if (preempted_self) break;
       }
-      if (i >= running_.size() || &running_[i] != &q) continue;  // q itself was preempted
+      if (preempted_self) {  // q was the last one running
+        saw_all = true;
+        break;
+      }
       if (need > free_blocks()) break;
       grow(q, q.blocks + q.shared + need);
       it.decoding.push_back(&q);
+      // Its share of the iteration's decode work (a later preemption in this pass only takes
+      // sequences behind it; a pass that schedules nothing starts the load again).
+      it.load.decode_sequences += 1;
+      it.load.decode_context += static_cast<double>(kv_.kept_tokens(q.prompt, q.generated));
+      it.load.kv_bytes_read += q.generated > 0 ? held_bytes : kv_.sequence_bytes(q.prompt, q.generated);
+      it.load.decode_residual_context += static_cast<double>(kv_.residual_tokens(q.prompt, q.generated));
       --budget;
-      ++i;
+      ++at;
     }
     // Prefills: running sequences mid-prompt, then admission from the waiting queue.
     auto try_prefill = [&](Sequence& q, bool admitting) {
@@ -142,8 +163,10 @@ std::optional<ScheduledIteration> BatchScheduler::schedule() {
       it.chunks.push_back(chunk);
       return true;
     };
-    for (auto& q : running_) {
-      if (q.prefilled < q.prompt) try_prefill(q, false);
+    if (mid_prompt || !saw_all) {
+      for (auto& q : running_) {
+        if (q.prefilled < q.prompt) try_prefill(q, false);
+      }
     }
     while (!waiting_.empty()) {
       Sequence& q = waiting_.front();
@@ -209,12 +232,6 @@ std::optional<ScheduledIteration> BatchScheduler::schedule() {
   }
   it.tier = pending_tier_;
   pending_tier_ = TierTransfers{};
-  for (const Sequence* q : it.decoding) {
-    it.load.decode_sequences += 1;
-    it.load.decode_context += static_cast<double>(kv_.kept_tokens(q->prompt, q->generated));
-    it.load.kv_bytes_read += kv_.sequence_bytes(q->prompt, q->generated);
-    it.load.decode_residual_context += static_cast<double>(kv_.residual_tokens(q->prompt, q->generated));
-  }
   return it;
 }
 
@@ -246,22 +263,21 @@ void BatchScheduler::complete(const ScheduledIteration& it, double started, doub
   }
 }
 
-std::int64_t BatchScheduler::blocks_for(const Sequence& q, int prefilled, int generated) const {
+double BatchScheduler::kv_bytes(const Sequence& q, int prefilled, int generated) const {
   // Prefill holds what the method needs while prefilling (the whole prompt for methods that
   // select afterwards); decoding holds the compressed footprint.
-  double bytes = 0;
-  if (prefilled >= q.prompt && generated > 0) {
-    bytes = kv_.sequence_bytes(q.prompt, generated);
-  } else {
-    bytes = kv_.prefill_bytes(prefilled);
-    if (prefilled >= q.prompt) bytes = std::max(bytes, kv_.sequence_bytes(q.prompt, generated));
-  }
+  if (prefilled >= q.prompt && generated > 0) return kv_.sequence_bytes(q.prompt, generated);
+  const double bytes = kv_.prefill_bytes(prefilled);
+  return prefilled >= q.prompt ? std::max(bytes, kv_.sequence_bytes(q.prompt, generated)) : bytes;
+}
+
+std::int64_t BatchScheduler::blocks_of(double bytes) const {
   return static_cast<std::int64_t>(std::ceil(bytes / block_bytes_));
 }
 
 void BatchScheduler::grow(Sequence& q, std::int64_t total) {
   const std::int64_t own = std::max<std::int64_t>(0, total - q.shared);
-  evict_cached_prefixes(own - q.blocks);
+  if (own > q.blocks) evict_cached_prefixes(own - q.blocks);  // most decode steps stay inside their last block
   used_ += own - q.blocks;
   q.blocks = own;
   note_peak();
@@ -341,17 +357,17 @@ bool BatchScheduler::token(Sequence& q, double now) {
 }
 
 void BatchScheduler::finish_done(double now) {
-  for (std::size_t i = 0; i < running_.size();) {
-    Sequence& q = running_[i];
+  for (auto at = running_.begin(); at != running_.end();) {
+    Sequence& q = *at;
     if (done(q)) {
       if (role_ != InstanceRole::prefill) out_.requests[q.record].finish_s = now;
       used_ -= q.blocks;
       release_prefix(q);
       const std::size_t record = q.record;
-      running_.erase(running_.begin() + static_cast<long>(i));
-      if (on_finish) on_finish(record);
+      at = running_.erase(at);
+      if (on_finish) on_finish(record);  // arrivals join the waiting queue: `at` stays valid
     } else {
-      ++i;
+      ++at;
     }
   }
 }

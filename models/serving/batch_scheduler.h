@@ -26,7 +26,6 @@
 #include <functional>
 #include <map>
 #include <optional>
-#include <optional>
 #include <vector>
 
 #include "models/kv/kv_method.h"
@@ -118,7 +117,13 @@ class BatchScheduler {
   std::function<void(std::size_t)> on_finish;
 
  private:
-  std::int64_t blocks_for(const Sequence& q, int prefilled, int generated) const;
+  /// The KV bytes `q` holds with `prefilled` prompt tokens computed and `generated` produced.
+  [[nodiscard]] double kv_bytes(const Sequence& q, int prefilled, int generated) const;
+  /// The blocks that hold `bytes`.
+  [[nodiscard]] std::int64_t blocks_of(double bytes) const;
+  [[nodiscard]] std::int64_t blocks_for(const Sequence& q, int prefilled, int generated) const {
+    return blocks_of(kv_bytes(q, prefilled, generated));
+  }
   /// Grows `q` to `total` blocks (shared ones included), evicting cached prefixes if it must.
   void grow(Sequence& q, std::int64_t total);
   /// Blocks free for new allocations (cached prefixes nobody uses count as free: evictable).
