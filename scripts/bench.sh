@@ -38,6 +38,22 @@ timed "1,024 GPUs, default fidelity (auto)" "$train"
 timed "1,024 GPUs, fidelity full" "$train" --set simulation.fidelity=full
 timed "1,024 GPUs, fidelity fast" "$train" --set simulation.fidelity=fast
 timed "8,192 GPUs, fidelity fast" "$train" --set simulation.fidelity=fast --set cluster.nodes=1024 --set training.global_batch=8192
+timed "the 16,384-GPU Llama 3.1 405B example, default fidelity" training/llama3.1-405b-16k-h100.yaml
+echo "== CPU time at full fidelity against the cluster's size (the same step per GPU, 16 to 256 nodes)"
+python3 - "$build/memtwin" "$root/scenarios/$train" <<'PY'
+import math, resource, subprocess, sys
+memtwin, scenario = sys.argv[1], sys.argv[2]
+cpu = {}
+for nodes in (16, 64, 256):
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run([memtwin, "run", scenario, "--backend", "sim", "--json", "--set", "simulation.fidelity=full",
+                    "--set", f"cluster.nodes={nodes}", "--set", f"training.global_batch={8 * nodes}",
+                    "--set", "simulation.time_limit=900s"], check=True, stdout=subprocess.DEVNULL)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu[nodes] = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    print(f"{nodes} nodes ({8 * nodes} GPUs), fidelity full: {cpu[nodes]:.2f} s of CPU")
+print(f"CPU time grows as nodes^{math.log(cpu[256] / cpu[16]) / math.log(16):.2f} from 16 to 256 nodes")
+PY
 echo "== SimGrid serving, Llama-3-8B on H100s, Poisson at about 77% of capacity (20 of about 26 requests/s per H100)"
 serve=serving/llama3-8b-h100-fp16-kv.yaml
 timed "100,000 requests, one H100" "$serve" --set inference.workload.requests=100000 --set inference.workload.rate=20/s
