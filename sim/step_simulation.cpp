@@ -1,7 +1,6 @@
 #include "sim/step_simulation.h"
 
 #include <algorithm>
-#include <array>
 #include <stdexcept>
 #include <memory>
 #include <set>
@@ -35,30 +34,11 @@ namespace {
 // Actors are cooperative: between two simcalls nothing else runs, so plain flags are safe, and a
 // waiting actor suspends itself after registering (no wake-up can be lost in between). This costs a
 // simcall only when an actor must really wait, which keeps a million ops per step affordable.
-// tensor_category's answers, so that a rank's bytes by category are an array (an alloc or free is
-// on every rank's hot path).
-constexpr std::array<const char*, 5> kCategories = {"runtime", "parameters", "gradients", "optimizer_states", "activations"};
-constexpr int kBuffers = kCategories.size();  ///< the last category, "buffers"
-
-int category_index(const std::string& tensor) {
-  const std::string category = tensor_category(tensor);
-  for (int i = 0; i < kBuffers; ++i)
-    if (category == kCategories[i]) return i;
-  return kBuffers;
-}
-
 struct RankState {
   std::vector<char> done;
   std::map<std::uint32_t, std::vector<sg4::ActorPtr>> waiters;  // op -> actors waiting for it
   std::int64_t in_use = 0;
-  std::array<std::int64_t, kBuffers + 1> by_category{};
-};
-
-// What the hot path needs of an op's strings, resolved once per program op.
-struct OpKeys {
-  int category = kBuffers;  ///< alloc/free: its tensor's category_index
-  int role = -1;            ///< collective: index into role_names_
-  int meeting = -1;         ///< collective: where its members meet (its tag, or its op index, with the role family)
+  std::map<std::string, std::int64_t> by_category;
 };
 
 struct Rendezvous {
@@ -90,49 +70,19 @@ class Simulation {
     const Training& t = *s.training;
     peak_flops_ = s.cluster.gpu.flops.count(t.precision) ? s.cluster.gpu.flops.at(t.precision).value()
                                                           : s.cluster.gpu.flops.begin()->second.value();
-    std::map<std::string, int> role_ids;
-    std::map<std::pair<std::string, std::string>, int> meeting_ids;
     for (const auto& program : plan.programs) {
       std::map<Stream, std::vector<std::uint32_t>> streams;
       std::vector<char> foreign(program.ops.size(), 0);
       std::vector<double> seconds(program.ops.size(), 0.0);
-      std::vector<OpKeys> keys(program.ops.size());
       for (std::uint32_t i = 0; i < program.ops.size(); ++i) {
         const Op& op = program.ops[i];
         streams[op.stream].push_back(i);
         for (std::uint32_t d : op.deps) foreign[d] |= program.ops[d].stream != op.stream ? 1 : 0;
         if (op.kind == OpKind::compute) seconds[i] = compute_time(op);
-        if (op.kind == OpKind::alloc || op.kind == OpKind::free) keys[i].category = category_index(op.tensor);
-        if (op.kind == OpKind::collective) {
-          keys[i].role = role_ids.try_emplace(op.role, static_cast<int>(role_ids.size())).first->second;
-          // Members running the same program meet at the same op index; pipeline neighbours run
-          // different programs and meet by tag. Both ends of a pipeline pair name it from their side.
-          std::string family = op.role.rfind("pp_", 0) == 0 ? "pp" : op.role;
-          std::string name = op.tag;
-          if (name.empty()) name.append("#").append(std::to_string(i));  // (GCC 12 misreads "#" + string)
-          keys[i].meeting = meeting_ids.try_emplace({std::move(name), std::move(family)}, static_cast<int>(meeting_ids.size())).first->second;
-        }
       }
       stream_ops_.push_back(streams);
       foreign_dependents_.push_back(std::move(foreign));
       op_seconds_.push_back(std::move(seconds));
-      op_keys_.push_back(std::move(keys));
-    }
-    // Each role's groups, and each simulated rank's group and each group's simulated members, by role id.
-    roles_.resize(role_ids.size());
-    for (const auto& [role, id] : role_ids) {
-      RoleGroups& r = roles_[static_cast<std::size_t>(id)];
-      r.groups = &plan.groups.at(role);
-      r.simulated_members.resize(r.groups->size());
-      for (std::size_t g = 0; g < r.groups->size(); ++g)
-        r.simulated_members[g] = static_cast<int>(std::count_if((*r.groups)[g].begin(), (*r.groups)[g].end(),
-                                                                [&](int rank) { return slot_of_rank_[rank] >= 0; }));
-      r.group_of_slot.resize(rank_of_slot_.size(), -1);
-      for (std::size_t slot = 0; slot < rank_of_slot_.size(); ++slot) {
-        const auto& of_rank = plan.group_of_rank[rank_of_slot_[slot]];
-        const auto found = of_rank.find(role);
-        if (found != of_rank.end()) r.group_of_slot[slot] = found->second;
-      }
     }
   }
 
@@ -244,8 +194,8 @@ class Simulation {
   void execute(int rank, std::uint32_t index, const Op& op) {
     switch (op.kind) {
       case OpKind::compute: sg4::this_actor::sleep_for(op_seconds_[plan_.program_of_rank[rank]][index]); break;
-      case OpKind::alloc: account(rank, index, op, op.size.count()); break;
-      case OpKind::free: account(rank, index, op, -op.size.count()); break;
+      case OpKind::alloc: account(rank, op, op.size.count()); break;
+      case OpKind::free: account(rank, op, -op.size.count()); break;
       case OpKind::copy: copy(rank, op); break;
       case OpKind::collective: collective(rank, index, op); break;
     }
@@ -302,10 +252,10 @@ class Simulation {
     return std::max(math, memory);
   }
 
-  void account(int rank, std::uint32_t index, const Op& op, std::int64_t delta) {
+  void account(int rank, const Op& op, std::int64_t delta) {
     RankState& state = ranks_[slot_of_rank_[rank]];
     state.in_use += delta;
-    state.by_category[static_cast<std::size_t>(op_keys_[plan_.program_of_rank[rank]][index].category)] += delta;
+    state.by_category[tensor_category(op.tensor)] += delta;
     const std::int64_t capacity = s_.cluster.gpu.memory.count();
     // The first to run out, and of those at the same instant the lowest rank: actors running at
     // one simulated time run in an order SimGrid chooses, which must not choose the report.
@@ -317,22 +267,23 @@ class Simulation {
       result_.memory_timeline.emplace_back(sg4::Engine::get_clock(), state.in_use);
       if (state.in_use > result_.peak_bytes) {
         result_.peak_bytes = state.in_use;
-        result_.breakdown_at_peak.clear();
-        for (std::size_t c = 0; c < state.by_category.size(); ++c)
-          result_.breakdown_at_peak[c < kCategories.size() ? kCategories[c] : "buffers"] = state.by_category[c];
+        result_.breakdown_at_peak = state.by_category;
       }
     }
   }
 
   void collective(int rank, std::uint32_t index, const Op& op) {
-    const OpKeys& keys = op_keys_[plan_.program_of_rank[rank]][index];
-    const RoleGroups& role = roles_[static_cast<std::size_t>(keys.role)];
-    const int group_index = role.group_of_slot[static_cast<std::size_t>(slot_of_rank_[rank])];
-    if (group_index < 0) throw std::out_of_range("rank " + std::to_string(rank) + " has no " + op.role + " group");
-    const std::vector<int>& group = (*role.groups)[static_cast<std::size_t>(group_index)];
+    const int group_index = plan_.group_of_rank[rank].at(op.role);
+    const std::vector<int>& group = plan_.groups.at(op.role)[group_index];
     if (group.size() < 2) return;
-    const int members = role.simulated_members[static_cast<std::size_t>(group_index)];
-    const auto entry = rendezvous_.try_emplace({keys.meeting, group_index}).first;
+    const int members = static_cast<int>(std::count_if(group.begin(), group.end(), [&](int r) { return slot_of_rank_[r] >= 0; }));
+    // Members running the same program meet at the same op index; pipeline neighbours run different
+    // programs and meet by tag. Both ends of a pipeline pair name it from their side.
+    const std::string family = op.role.rfind("pp_", 0) == 0 ? "pp" : op.role;
+    std::string name = op.tag;
+    if (name.empty()) name.append("#").append(std::to_string(index));  // (GCC 12 misreads "#" + string)
+    auto key = std::make_tuple(std::move(name), family, group_index);
+    const auto entry = rendezvous_.try_emplace(std::move(key)).first;
     if (!entry->second) entry->second = std::make_unique<Rendezvous>();
     Rendezvous& rv = *entry->second;
     const bool launcher = ++rv.arrived == members;
@@ -347,7 +298,7 @@ class Simulation {
     }
     if (launcher) {
       // Only the last rank to arrive builds and runs the flows (O(n) once per collective).
-      const CollectivePlan& cp = folded_plan(op, keys.role, group_index);
+      const CollectivePlan& cp = folded_plan(op, group_index);
       result_.flows += static_cast<long>(cp.flows.size());
       run_collective(cp, platform_);
       rv.finished = true;
@@ -367,8 +318,8 @@ class Simulation {
   // bytes, and a step repeats the same few (every layer's gather alike), so each is built once:
   // building one is O(group size), which at fast fidelity is the cluster's size, not the
   // simulated nodes'.
-  const CollectivePlan& folded_plan(const Op& op, int role, int group_index) {
-    auto key = std::make_tuple(op.collective, role, group_index, op.bytes_total);
+  const CollectivePlan& folded_plan(const Op& op, int group_index) {
+    auto key = std::make_tuple(op.collective, op.role, group_index, op.bytes_total);
     auto found = folded_plans_.find(key);
     if (found != folded_plans_.end()) return found->second;
     const std::vector<int>& group = plan_.groups.at(op.role)[group_index];
@@ -419,15 +370,8 @@ class Simulation {
   std::vector<std::map<Stream, std::vector<std::uint32_t>>> stream_ops_;
   std::vector<std::vector<char>> foreign_dependents_;  ///< by program and op: an op of another stream waits on it
   std::vector<std::vector<double>> op_seconds_;         ///< by program and op: a compute op's time
-  std::vector<std::vector<OpKeys>> op_keys_;            ///< by program and op
-  struct RoleGroups {
-    const std::vector<std::vector<int>>* groups = nullptr;  ///< the plan's groups of the role
-    std::vector<int> simulated_members;                     ///< by group
-    std::vector<int> group_of_slot;                         ///< by platform slot; -1: none
-  };
-  std::vector<RoleGroups> roles_;  ///< by OpKeys::role
-  std::map<std::pair<int, int>, std::unique_ptr<Rendezvous>> rendezvous_;  ///< by meeting and group
-  std::map<std::tuple<Collective, int, int, double>, CollectivePlan> folded_plans_;
+  std::map<std::tuple<std::string, std::string, int>, std::unique_ptr<Rendezvous>> rendezvous_;
+  std::map<std::tuple<Collective, std::string, int, double>, CollectivePlan> folded_plans_;
   StepSimulation result_;
 };
 
