@@ -218,8 +218,8 @@ int cmd_calibrate(const Args& args) {
             << " GFLOP/s\n"
             << "  memory stream " << number("%.2f", c.stream_bytes_per_s / 1e9) << " GB/s, copy "
             << number("%.2f", c.copy_bytes_per_s / 1e9) << " GB/s, weights read by batch-1..8 GEMMs "
-            << number("%.2f", c.weight_streaming_bytes_per_s / 1e9) << " GB/s; Adam " << number("%.3g", c.adam_params_per_s)
-            << " params/s per rank\n";
+            << number("%.2f", c.weight_streaming_bytes_per_s / 1e9) << " GB/s; Adam "
+            << (c.adam_params_per_s > 0 ? number("%.3g", c.adam_params_per_s) + " params/s per rank\n" : std::string("not measured\n"));
   if (c.ranks > 1) {
     std::cout << "  all-gather bus bandwidth " << number("%.2f", c.collective_bus_bytes_per_s / 1e9) << " GB/s, "
               << number("%.1f", c.collective_step_latency_s * 1e6) << " us per ring step\n";

@@ -10,7 +10,7 @@
 //     (hw/cuda/cuda_kv_calibration.cu);
 //   * the NVMe tier's file I/O (a scratch file, O_DIRECT), as the offload copies do it.
 // What the context, cuBLAS and the workspaces hold before any tensor is the runtime. Written for
-// the CUDA build; not yet run on a GPU.
+// the CUDA build; first run on an H200 on 2026-12-04 (docs/measured-h200-2026-12-04.md).
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -94,11 +94,11 @@ std::string shape_name(const char* what, long m, long n, long k) {
 void measure_gemms(DeviceCalibration& c, cublasHandle_t blas, Buffers& b, double min_seconds) {
   // Transformer layers of a 7-8B model: tokens x (hidden -> hidden, -> MLP, MLP -> hidden, ->
   // a vocabulary slice), from a decode batch to a training micro-batch.
-  fill(b, CUDA_R_16BF);
   for (long m : {32L, 128L, 512L, 2048L, 8192L}) {
     std::vector<RateSample> same_rows;
     for (auto [k, n] : {std::pair<long, long>{4096, 4096}, {4096, 14336}, {14336, 4096}, {4096, 16384}}) {
       const double flops = 2.0 * m * n * k;
+      fill(b, CUDA_R_16BF);  // an earlier shape's output overlaps this one's operands
       const double s = seconds_per_call([&] { gemm(blas, b, CUDA_R_16BF, m, n, k); }, min_seconds / 4);
       if (!gemm_output_right(b, CUDA_R_16BF, m, n, k)) ++c.wrong_results;
       c.gemm.push_back({shape_name("gemm bf16", m, n, k), flops, s, flops / s});
@@ -131,10 +131,10 @@ void measure_gemms(DeviceCalibration& c, cublasHandle_t blas, Buffers& b, double
   }
   c.attention_median_flops = median_rate(c.attention);
   // fp32 (no TF32): the serving engine's GEMMs.
-  fill(b, CUDA_R_32F);
   for (long m : {128L, 2048L}) {
     const long k = 4096, n = 4096;
     const double flops = 2.0 * m * n * k;
+    fill(b, CUDA_R_32F);
     const double s = seconds_per_call([&] { gemm(blas, b, CUDA_R_32F, m, n, k); }, min_seconds / 4);
     if (!gemm_output_right(b, CUDA_R_32F, m, n, k)) ++c.wrong_results;
     c.fp32_flops = std::max(c.fp32_flops, flops / s);

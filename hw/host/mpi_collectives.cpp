@@ -61,7 +61,10 @@ MpiSession::~MpiSession() {
 }
 
 void MpiSession::prepare_report_claim() {
-  if (claim_window_ != MPI_WIN_NULL) return;
+  // One rank claims the report without asking anyone; no window then, since a singleton run may
+  // have no one-sided (osc) component that can create one (a GPU machine's Open MPI, started
+  // without mpirun, answered MPI_ERR_WIN).
+  if (claim_window_ != MPI_WIN_NULL || size == 1) return;
   check_mpi(MPI_Win_create(&claim_counter_, sizeof claim_counter_, sizeof claim_counter_, MPI_INFO_NULL, MPI_COMM_WORLD,
                            &claim_window_),
             "MPI_Win_create");

@@ -173,16 +173,20 @@ void compact_head(std::uint8_t* cache, const PagedShape& shape, const std::int32
   if (!cache || !block_table || (!kept && count > 0)) throw std::invalid_argument("compact_head (CUDA): null pointer");
   if (head < 0 || head >= shape.kv_heads) throw std::invalid_argument("compact_head (CUDA): head out of range");
   if (count <= 0) return;
-  int* error = nullptr;
-  check(cudaMalloc(&error, sizeof(int)), "compact_head: cudaMalloc");
-  check(cudaMemset(error, 0, sizeof(int)), "compact_head: cudaMemset");
+  // One flag for the process, not a cudaMalloc and cudaFree per call: compaction runs per head,
+  // layer and prompt, and each cudaFree waits for the whole device.
+  static int* error = [] {
+    int* flag = nullptr;
+    check(cudaMalloc(&flag, sizeof(int)), "compact_head: cudaMalloc");
+    return flag;
+  }();
+  check(cudaMemsetAsync(error, 0, sizeof(int)), "compact_head: cudaMemsetAsync");
   const std::size_t vector_bytes = shape.format.vector_bytes();
   compact_kernel<<<1, 256, kCompactChunk * vector_bytes>>>(cache, block_table, kept, count, head, shape.block_size,
                                                           shape.token_stride(), vector_bytes, error);
   int flagged = 0;
   const cudaError_t launched = cudaGetLastError();
   const cudaError_t copied = cudaMemcpy(&flagged, error, sizeof(int), cudaMemcpyDeviceToHost);
-  cudaFree(error);
   check(launched, "compact_head kernel launch");
   check(copied, "compact_head: reading the kernel's check");
   if (flagged) throw std::invalid_argument("compact_head (CUDA): kept tokens must ascend");

@@ -3,7 +3,7 @@
 # about 15 s of host calibration; 8.5 when the CUDA calibration fails and the device probe stands in), results under OUT (default ./gpu-results/validate): calibrates the GPU (memtwin calibrate --device cuda; the device probe's
 # file if that fails), then `memtwin validate` of a training step on the GPU (--device cuda:
 # cuBLAS, cudaMalloc through the caching allocator), of the 0.9B model served on the GPU
-# (scenarios/gpu/, fp16, int4 and H2O KV: cuBLAS and the CUDA KV kernels) and of the serving scenarios
+# (scenarios/gpu/, fp16, int4, H2O and KIVI KV: cuBLAS and the CUDA KV kernels) and of the serving scenarios
 # on the host device, and of Llama-2-70B measured at 4 and 2 of its layers and extrapolated to 80
 # (--layers), printing the predicted / measured / error tables. Needs build/memtwin built with nvcc on the PATH (scripts/dev.sh build).
 #   scripts/gpu/validate.sh
@@ -42,7 +42,7 @@ for kv in fp16 int4; do
   echo "validate serving $kv (host) exit $?" | tee -a "$out/status.txt"
 done
 # 4. Serving on the GPU, predicted with the same calibration.
-for kv in fp16 int4 h2o; do
+for kv in fp16 int4 h2o kivi; do
   timeout 45 "$bin" validate "$root/scenarios/gpu/serve-0.9b-h200-$kv-kv.yaml" --device cuda \
     --set cluster.calibration="$calibration" --out "$out/gpu-serve-$kv" > "$out/gpu-serve-$kv.txt" 2>&1
   echo "validate serving $kv (cuda) exit $?" | tee -a "$out/status.txt"
