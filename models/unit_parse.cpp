@@ -114,7 +114,7 @@ std::string format_with(double value, const std::vector<std::pair<std::string_vi
 
 std::string human_with(double value, const std::vector<std::pair<std::string_view, double>>& units) {
   for (const auto& [suffix, factor] : units) {
-    if (value >= factor || factor == units.back().second) {
+    if (std::fabs(value) >= factor || factor == units.back().second) {  // a negative value in the unit of its size
       char buf[64];
       std::snprintf(buf, sizeof buf, "%.3g %s", value / factor, std::string(suffix).c_str());
       return buf;

@@ -56,6 +56,8 @@ def main():
                                          "--set", "training.micro_batch=4", "--set", "training.global_batch=32"],
         "serving, analytic": ["run", "scenarios/serving/llama3-8b-h100-kivi4-kv.yaml", "--backend", "analytic", "--json"],
         "serving, sim": ["run", "scenarios/serving/llama3-8b-h100-kivi4-kv.yaml", "--backend", "sim", "--json", *few],
+        "serving, sim, three seeds": ["run", "scenarios/serving/llama3-8b-h100-fp16-kv.yaml", "--backend", "sim", "--json",
+                                      "--seeds", "3", *few],
         "serving, sim, disaggregated": ["run", "scenarios/serving/llama3-8b-disagg-2p2d-h100.yaml", "--backend", "sim", "--json", *few],
         "serving, hw": ["run", "scenarios/host/serve-fp16-kv.yaml", "--backend", "hw", "--json", *few],
         "serving, hw, refused before running": ["run", "scenarios/host/serve-fp16-kv.yaml", "--backend", "hw", "--json", *few,

@@ -18,6 +18,7 @@
 #include "apps/memtwin/point_runner.h"
 #include "apps/memtwin/rate_search.h"
 #include "apps/memtwin/requirements.h"
+#include "apps/memtwin/seed_spread.h"
 #include "models/memory/serving_memory.h"
 #include "models/memory/training_memory.h"
 #include "models/scenario_loader.h"
@@ -37,6 +38,22 @@ struct Candidate {
   std::string failure;              // empty: feasible
   nlohmann::json result;
 };
+
+// max_rate.seeds: the sustained rate found at each seed and, when every seed found one, their
+// mean and interval (seed_spread's statistics).
+nlohmann::ordered_json seed_rates(const std::vector<std::uint64_t>& seeds, const std::vector<std::optional<double>>& sustained) {
+  nlohmann::ordered_json out;
+  out["values"] = seeds;
+  out["sustained_per_s_by_seed"] = nlohmann::ordered_json::array();
+  std::vector<double> found;
+  for (const auto& v : sustained) {
+    out["sustained_per_s_by_seed"].push_back(v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json());
+    if (v) found.push_back(*v);
+  }
+  out["confidence"] = kSeedConfidence;
+  if (found.size() == sustained.size()) out["sustained_per_s"] = spread_of(found);
+  return out;
+}
 
 }  // namespace
 
@@ -58,6 +75,9 @@ int cmd_plan(const Args& args) {
       ("attainment", po::value<double>(),
        "F in (0, 1]: with --max-rate, judge a rate by the fraction of requests meeting every inference.slo limit instead of "
        "the SLO's p99s: the answer is DistServe's goodput (the highest rate at which F of the requests meet the SLO)")
+      ("seeds", po::value<int>()->default_value(1),
+       "N: with --max-rate, search the best configuration's rate at N consecutive seeds (the scenario's first) and report "
+       "their mean and 95% interval (max_rate.seeds)")
       ("backend", po::value<std::string>()->default_value("auto"), "backend for the candidates that fit")
       ("jobs,j", po::value<int>()->default_value(1), "candidates run at once")
       ("top", po::value<int>()->default_value(3), "runners-up to show")
@@ -99,6 +119,8 @@ int cmd_plan(const Args& args) {
     rate_requirements = slo_requirements(as_written);
     judged_by = rate_requirements.empty() ? "sustainability alone (no --require, no inference.slo)" : "inference.slo";
   }
+  const std::vector<std::uint64_t> seeds = seeds_to_run(as_written.seed, (*vm)["seeds"].as<int>());
+  if (seeds.size() > 1 && !rate_range) throw UsageError("--seeds repeats the --max-rate search per seed; give --max-rate LO..HI too");
   if (vm->count("attainment")) {
     const double fraction = (*vm)["attainment"].as<double>();
     if (!rate_range) throw UsageError("--attainment judges the rates --max-rate searches; give --max-rate LO..HI too");
@@ -213,12 +235,23 @@ int cmd_plan(const Args& args) {
 
   // The best configuration's highest sustainable request rate.
   std::optional<RateSearch> rates;
+  nlohmann::ordered_json rate_seeds;  // --seeds: max_rate.seeds
   if (rate_range && !feasible.empty()) {
     auto overrides = common;
     overrides.insert(overrides.end(), feasible.front()->overrides.begin(), feasible.front()->overrides.end());
     rates = search_max_rate(scenario, (*vm)["backend"].as<std::string>(), overrides, rate_requirements, rate_range->first,
                             rate_range->second, (*vm)["jobs"].as<int>(),
                             scratch.path / "rates");
+    // The same search at the other seeds: how far the answer moves with the draw of the workload.
+    std::vector<std::optional<double>> sustained = {rates->sustained_per_s};
+    for (std::size_t i = 1; i < seeds.size(); ++i) {
+      auto at_seed = overrides;
+      at_seed.push_back("seed=" + std::to_string(seeds[i]));
+      sustained.push_back(search_max_rate(scenario, (*vm)["backend"].as<std::string>(), at_seed, rate_requirements, rate_range->first,
+                                          rate_range->second, (*vm)["jobs"].as<int>(), scratch.path / ("rates" + std::to_string(i)))
+                              .sustained_per_s);
+    }
+    if (seeds.size() > 1) rate_seeds = seed_rates(seeds, sustained);
   }
   // The result fields each rate probe reports: its JSON name, where it is in the result, its text column.
   struct ProbeColumn {
@@ -273,6 +306,7 @@ int cmd_plan(const Args& args) {
       for (const auto& q : rate_requirements) r["requirements"].push_back(q.text);
       r["requirements"].push_back("load.sustainable");
       if (!rates->failure.empty()) r["failure"] = rates->failure;
+      if (!rate_seeds.is_null()) r["seeds"] = rate_seeds;
       r["probes"] = nlohmann::ordered_json::array();
       for (const auto& p : rates->probes) {
         nlohmann::ordered_json e;
@@ -323,6 +357,14 @@ int cmd_plan(const Args& args) {
       else std::cout << "none in the range";
       if (rates->first_failing_per_s) std::cout << "  (" << *rates->first_failing_per_s << "/s fails: " << rates->failure << ")";
       else std::cout << "  (the top of the range still passes)";
+      if (rate_seeds.contains("sustained_per_s")) {
+        const auto& m = rate_seeds["sustained_per_s"];
+        std::cout << "\n  over seeds " << seeds.front() << ".." << seeds.back() << ": mean " << m["mean"].get<double>() << "/s, 95% interval ["
+                  << m["ci_low"].get<double>() << " .. " << m["ci_high"].get<double>() << "]/s, range " << m["min"].get<double>() << " .. "
+                  << m["max"].get<double>() << "/s";
+      } else if (!rate_seeds.is_null()) {
+        std::cout << "\n  over seeds " << seeds.front() << ".." << seeds.back() << ": some seed sustains no rate in the range, no interval";
+      }
       std::cout << "\n  " << std::left << std::setw(12) << "rate/s";
       for (const auto& c : kProbeColumns) std::cout << std::setw(c.width) << c.header;
       std::cout << "verdict\n";

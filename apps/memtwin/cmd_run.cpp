@@ -2,12 +2,17 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <thread>
+
+#include <unistd.h>
 
 #include "apps/memtwin/backends.h"
 #include "apps/memtwin/commands.h"
 #include "apps/memtwin/layer_truncation.h"
 #include "apps/memtwin/options.h"
+#include "apps/memtwin/point_runner.h"
 #include "apps/memtwin/run_directory.h"
+#include "apps/memtwin/seed_spread.h"
 #include "apps/memtwin/text_report.h"
 #include "hw/host/mpi_collectives.h"
 #include "models/plan/plan_json.h"
@@ -47,6 +52,37 @@ void emit_plan(const std::string& path, const Scenario& s) {
   if (!out) throw UsageError("--emit-plan: writing " + path + " failed");
 }
 
+// The result at each of `seeds` after the first (whose result is `first`): each its own `memtwin
+// run` process, since SimGrid runs one simulation per process; a few at a time.
+std::vector<nlohmann::ordered_json> with_other_seeds(const po::variables_map& vm, const std::string& backend,
+                                                     const std::vector<std::uint64_t>& seeds, const nlohmann::ordered_json& first) {
+  std::vector<std::string> overrides;
+  if (vm.count("set")) overrides = vm["set"].as<std::vector<std::string>>();
+  std::vector<std::vector<std::string>> points;
+  std::vector<std::size_t> todo;
+  for (std::size_t i = 1; i < seeds.size(); ++i) {
+    points.push_back({"seed=" + std::to_string(seeds[i])});
+    todo.push_back(todo.size());
+  }
+  struct Scratch {
+    std::filesystem::path path = std::filesystem::temp_directory_path() / ("memtwin-seeds-" + std::to_string(::getpid()));
+    ~Scratch() {
+      std::error_code ignored;
+      std::filesystem::remove_all(path, ignored);
+    }
+  } scratch;
+  std::vector<nlohmann::ordered_json> results(seeds.size());
+  results[0] = first;
+  const int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  run_points(vm["scenario"].as<std::string>(), backend, overrides, points, todo, jobs, scratch.path, [&](const PointOutcome& o) {
+    if (o.exit_code != kOk && o.exit_code != kDoesNotFit)
+      throw std::runtime_error("--seeds: the run at seed " + std::to_string(seeds[o.index + 1]) + " failed (exit " +
+                               std::to_string(o.exit_code) + "): " + o.err.substr(0, 2000));
+    results[o.index + 1] = nlohmann::ordered_json::parse(o.out);
+  });
+  return results;
+}
+
 }  // namespace
 
 int cmd_run(const Args& args) {
@@ -64,9 +100,12 @@ int cmd_run(const Args& args) {
       ("json", po::bool_switch(), "print exactly one JSON document (memtwin.result/1) on stdout")
       ("out", po::value<std::string>(), "directory for output files (result.json, ...)")
       ("emit-plan", po::value<std::string>(), "write what runs as JSON to FILE: the training Plan (memtwin.training_plan/1) "
-                                             "or the serving iteration plan (memtwin.iteration_plan/1)");
+                                             "or the serving iteration plan (memtwin.iteration_plan/1)")
+      ("seeds", po::value<int>()->default_value(1), "serving: run the scenario at N consecutive seeds (its own first) and add "
+                                                    "each metric's mean and 95% interval over them (section seeds); the result "
+                                                    "itself stays the scenario seed's");
   auto vm = parse_args(args, options, positional,
-                       "usage: memtwin run [SCENARIO] [--set KEY=VALUE]... [--backend NAME] [--device D] [--steps N] [--layers N] [--json] [--out DIR] [--emit-plan FILE]\n\n"
+                       "usage: memtwin run [SCENARIO] [--set KEY=VALUE]... [--backend NAME] [--device D] [--steps N] [--layers N] [--json] [--out DIR] [--emit-plan FILE] [--seeds N]\n\n"
                        "Predicts memory (and, with the sim backend, time) for the scenario. Exit code 3 when\n"
                        "it does not fit in memory; the result is printed all the same.");
   if (!vm) return kOk;
@@ -83,10 +122,19 @@ int cmd_run(const Args& args) {
     hw.shallower = std::move(t.shallower);
     hw.full_layers = t.full_layers;
   }
+  const int seed_count = (*vm)["seeds"].as<int>();
+  const std::vector<std::uint64_t> seeds = seeds_to_run(loaded.scenario.seed, seed_count);
+  if (seed_count > 1) {
+    if (!vm->count("scenario")) throw UsageError("--seeds: give a serving scenario file (the built-in scenario is a training step)");
+    if (!loaded.scenario.inference) throw UsageError("--seeds: a training step does not depend on the seed; it is for serving scenarios");
+    if (backend_name == "hw") throw UsageError("--seeds runs the scenario once per seed on the simulator (or analytic backend); "
+                                               "on the hardware backend run it once per seed with --set seed=N");
+  }
   auto backend = make_backend(backend_name, hw);
   RunResult result = backend->run(loaded.scenario);
   if (!result.primary) return result.fits ? kOk : kDoesNotFit;  // another process reports
   nlohmann::ordered_json doc = result_document(loaded, result);
+  if (seed_count > 1) doc["seeds"] = seed_spread(seeds, with_other_seeds(*vm, backend_name, seeds, doc));
 
   if (vm->count("out")) write_run_directory((*vm)["out"].as<std::string>(), doc, result);
   if (vm->count("emit-plan")) emit_plan((*vm)["emit-plan"].as<std::string>(), loaded.scenario);

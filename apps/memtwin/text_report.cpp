@@ -56,6 +56,24 @@ void print_section(std::ostream& out, const std::string& prefix, const nlohmann:
   }
 }
 
+// --seeds: one line per metric, its mean and the interval of the mean, in the metric's own unit.
+void print_seeds(std::ostream& out, const nlohmann::ordered_json& seeds) {
+  const auto& values = seeds["values"];
+  out << "\nseeds (" << values.size() << ": " << values.front().get<std::uint64_t>() << ".." << values.back().get<std::uint64_t>()
+      << "; mean [" << std::llround(100 * seeds["confidence"].get<double>()) << "% interval of the mean])\n";
+  int same = 0;
+  for (const auto& [path, m] : seeds["metrics"].items()) {
+    if (m["min"] == m["max"]) {  // listed in the JSON; here it would only repeat the result
+      ++same;
+      continue;
+    }
+    const std::string key = path.substr(path.rfind('.') + 1);
+    out << "  " << std::left << std::setw(46) << path << format_value(path, key, m["mean"]) << " ["
+        << format_value(path, key, m["ci_low"]) << " .. " << format_value(path, key, m["ci_high"]) << "]\n";
+  }
+  if (same > 0) out << "  (" << same << " more the same at every seed)\n";
+}
+
 }  // namespace
 
 void print_text_report(std::ostream& out, const nlohmann::ordered_json& doc) {
@@ -63,6 +81,10 @@ void print_text_report(std::ostream& out, const nlohmann::ordered_json& doc) {
       << doc.value("backend", "") << ")\n";
   for (const auto& [key, value] : doc.items()) {
     if (!value.is_object() || key == "input") continue;
+    if (key == "seeds") {
+      print_seeds(out, value);
+      continue;
+    }
     out << "\n" << key << "\n";
     print_section(out, key, value);
   }
