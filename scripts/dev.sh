@@ -17,7 +17,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libsimgrid-dev libyaml-cpp-dev libboost-dev libboost-program-options-dev
   nlohmann-json3-dev catch2
-  python3 python3-matplotlib python3-numpy python3-jsonschema
+  python3 python3-dev python3-matplotlib python3-numpy python3-jsonschema python3-pytest pybind11-dev
   libopenmpi-dev openmpi-bin libopenblas-dev
 )
 # What `sanitize` and `fuzz` add: clang with its sanitizer and libFuzzer runtimes, and its OpenMP.
@@ -38,8 +38,13 @@ install_missing() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
+# Debian's python3, whose packages the list above installs, runs the Python tests and hosts the
+# module (another python3 first on the PATH, a pyenv one say, would have none of them).
+python_hint=()
+[ -x /usr/bin/python3 ] && python_hint=(-DPython3_EXECUTABLE=/usr/bin/python3)
+
 build_all() {
-  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${python_hint[@]}" >/dev/null
   cmake --build "$build" -j "$(nproc)"
 }
 
