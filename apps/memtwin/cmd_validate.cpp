@@ -1,6 +1,7 @@
 // memtwin validate: the prediction (sim backend) and the measurement (hw backend) of one scenario,
 // on the same plan, side by side with the prediction's error. memtwin compare: the same for two
 // saved results.
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -160,23 +161,67 @@ int cmd_validate(const Args& args) {
   return measured_run.exit_code == kDoesNotFit || !predicted_run.fits ? kDoesNotFit : kOk;
 }
 
+namespace {
+
+// compare --what-if: B against A whatever their plans.
+int print_what_if(const nlohmann::json& a, const nlohmann::json& b, bool json) {
+  const auto rows = what_if_rows(a, b);
+  const auto changes = input_changes(a, b);
+  auto one_sided = one_sided_metrics(a, b);
+  for (auto& m : one_sided) m.only_in = m.only_in == "predicted" ? "A" : "B";
+  if (json) {
+    nlohmann::ordered_json doc;
+    doc["what_if"] = true;
+    doc["plan_hashes"] = {plan_hash_of(a).value_or(""), plan_hash_of(b).value_or("")};
+    doc["inputs_changed"] = nlohmann::ordered_json::array();
+    for (const auto& c : changes) doc["inputs_changed"].push_back({{"key", c.key}, {"a", c.a}, {"b", c.b}});
+    doc["metrics"] = nlohmann::ordered_json::array();
+    for (const auto& r : rows) {
+      doc["metrics"].push_back({{"metric", r.metric}, {"unit", r.unit}, {"a", r.predicted}, {"b", r.measured},
+                                {"change_pct", std::isfinite(r.error_pct) ? nlohmann::ordered_json(r.error_pct) : nlohmann::ordered_json()}});
+    }
+    doc["not_compared"] = one_sided_json(one_sided);
+    std::cout << doc.dump(2) << "\n";
+    return kOk;
+  }
+  std::cout << "what-if: B against A";
+  if (changes.empty()) std::cout << " (the same scenario)";
+  std::cout << "\n";
+  for (const auto& c : changes) std::cout << "  " << c.key << ": " << (c.a.is_null() ? "(unset)" : c.a.dump()) << " -> "
+                                          << (c.b.is_null() ? "(unset)" : c.b.dump()) << "\n";
+  std::cout << "\n";
+  print_comparison(std::cout, rows, "A", "B", "change");
+  print_one_sided(std::cout, one_sided);
+  return kOk;
+}
+
+}  // namespace
+
 int cmd_compare(const Args& args) {
   po::options_description options("options");
   po::positional_options_description positional;
   options.add_options()
       ("predicted", po::value<std::string>(), "result JSON taken as the prediction")
       ("measured", po::value<std::string>(), "result JSON taken as the measurement")
+      ("what-if", po::bool_switch(), "two what-ifs, of any plans: per metric A, B and B's change from A, and the scenario "
+                                     "keys that differ")
       ("json", po::bool_switch(), "print the comparison as JSON");
   positional.add("predicted", 1).add("measured", 1);
   auto vm = parse_args(args, options, positional,
-                       "usage: memtwin compare A.json B.json [--json]\n\n"
+                       "usage: memtwin compare A.json B.json [--what-if] [--json]\n\n"
                        "Compares two saved results (memtwin run --json, or --out DIR's result.json) of the same\n"
-                       "plan: per metric A, B and A's error against B. Refuses results of different plans.");
+                       "plan: per metric A, B and A's error against B. Refuses results of different plans;\n"
+                       "--what-if compares any two: B's change from A, and which scenario keys differ.");
   if (!vm) return kOk;
   if (!vm->count("predicted") || !vm->count("measured")) throw UsageError("two result files are required");
   const nlohmann::json a = read_json((*vm)["predicted"].as<std::string>());
   const nlohmann::json b = read_json((*vm)["measured"].as<std::string>());
-  require_same_plan(a, b);
+  if ((*vm)["what-if"].as<bool>()) return print_what_if(a, b, (*vm)["json"].as<bool>());
+  try {
+    require_same_plan(a, b);
+  } catch (const UsageError& e) {
+    throw UsageError(std::string(e.what()) + " as prediction and measurement; --what-if compares them as two what-ifs");
+  }
   const auto rows = compare_results(a, b);
   if ((*vm)["json"].as<bool>()) {
     std::cout << nlohmann::ordered_json{{"plan_hash", *plan_hash_of(a)},

@@ -141,10 +141,42 @@ nlohmann::ordered_json one_sided_json(const std::vector<OneSidedMetric>& metrics
   return list;
 }
 
+std::vector<ComparedMetric> what_if_rows(const nlohmann::json& a, const nlohmann::json& b) {
+  std::vector<ComparedMetric> rows = compare_results(b, a);  // B's error against A is its change from A
+  for (auto& r : rows) std::swap(r.predicted, r.measured);
+  return rows;
+}
+
+namespace {
+
+void collect_changes(const nlohmann::json& a, const nlohmann::json& b, const std::string& path, std::vector<InputChange>& out) {
+  if (a.is_object() && b.is_object()) {
+    std::set<std::string> keys;
+    for (const auto& [k, v] : a.items()) keys.insert(k);
+    for (const auto& [k, v] : b.items()) keys.insert(k);
+    for (const auto& k : keys) {
+      const std::string at = path.empty() ? k : path + "." + k;
+      const bool in_a = a.contains(k), in_b = b.contains(k);
+      if (in_a && in_b) collect_changes(a[k], b[k], at, out);
+      else out.push_back({at, in_a ? a[k] : nlohmann::json(), in_b ? b[k] : nlohmann::json()});
+    }
+  } else if (a != b) {
+    out.push_back({path, a, b});
+  }
+}
+
+}  // namespace
+
+std::vector<InputChange> input_changes(const nlohmann::json& a, const nlohmann::json& b) {
+  std::vector<InputChange> out;
+  collect_changes(a.value("input", nlohmann::json::object()), b.value("input", nlohmann::json::object()), "", out);
+  return out;
+}
+
 void print_comparison(std::ostream& out, const std::vector<ComparedMetric>& rows, const std::string& predicted_label,
-                      const std::string& measured_label) {
+                      const std::string& measured_label, const std::string& error_label) {
   char line[256];
-  std::snprintf(line, sizeof line, "%-32s %14s %14s %9s\n", "metric", predicted_label.c_str(), measured_label.c_str(), "error");
+  std::snprintf(line, sizeof line, "%-32s %14s %14s %9s\n", "metric", predicted_label.c_str(), measured_label.c_str(), error_label.c_str());
   out << line;
   for (const auto& r : rows) {
     std::snprintf(line, sizeof line, "%-32s %14s %14s %+8.1f%%\n", r.metric.c_str(), shown(r.predicted, r.unit).c_str(),

@@ -1,7 +1,8 @@
 #pragma once
 // Predicted against measured: the metrics both result documents hold, with the error of the
 // prediction in percent of the measurement. Shared by `memtwin validate` (sim against hw on one
-// plan) and `memtwin compare` (two saved results), which refuse results of different plans.
+// plan) and `memtwin compare` (two saved results), which refuse results of different plans unless
+// asked for a what-if: B's change from A, with the scenario keys that differ.
 #include <iosfwd>
 #include <optional>
 #include <string>
@@ -41,8 +42,20 @@ void print_one_sided(std::ostream& out, const std::vector<OneSidedMetric>& metri
 nlohmann::ordered_json one_sided_json(const std::vector<OneSidedMetric>& metrics);
 
 void print_comparison(std::ostream& out, const std::vector<ComparedMetric>& rows, const std::string& predicted_label,
-                      const std::string& measured_label);
+                      const std::string& measured_label, const std::string& error_label = "error");
 
 nlohmann::ordered_json comparison_json(const std::vector<ComparedMetric>& rows);
+
+/// A what-if (compare --what-if): two results of any plans, B against A. Each row's `predicted` is
+/// A, `measured` is B and `error_pct` is B's change from A, (B - A) / A x 100.
+std::vector<ComparedMetric> what_if_rows(const nlohmann::json& a, const nlohmann::json& b);
+
+/// A key of the resolved scenarios (the results' `input`) whose value differs: what the what-if
+/// changed. `a` or `b` is null where only the other result has the key.
+struct InputChange {
+  std::string key;  ///< dotted path, "training.micro_batch"
+  nlohmann::json a, b;
+};
+std::vector<InputChange> input_changes(const nlohmann::json& a, const nlohmann::json& b);
 
 }  // namespace memtwin::cli

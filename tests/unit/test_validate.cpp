@@ -358,3 +358,41 @@ TEST_CASE("compare says which ops two serving plans differ in", "[unit]") {
                         Catch::Contains("only the second ran kv_write int8, weight_gemm 7x7"));
   fs::remove_all(dir);
 }
+
+TEST_CASE("compare --what-if puts two results of different plans side by side: B's change from A and the keys that differ",
+          "[unit]") {
+  const fs::path dir = fs::temp_directory_path() / "memtwin-what-if-test";
+  fs::create_directories(dir);
+  const std::string scenario = source_path("scenarios/serving/llama3-8b-h100-fp16-kv.yaml");
+  auto save = [&](const std::vector<std::string>& extra, const std::string& name) {
+    std::vector<std::string> args = {"run", scenario, "--json", "--set", "inference.workload.requests=100"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const auto r = run_memtwin(args);
+    REQUIRE(r.exit_code == 0);
+    std::ofstream(dir / name) << r.out;
+    return nlohmann::json::parse(r.out);
+  };
+  const auto a = save({}, "a.json");
+  const auto b = save({"--set", "inference.kv_cache.compression.method=int4"}, "b.json");
+  const auto plain = run_memtwin({"compare", (dir / "a.json").string(), (dir / "b.json").string()});
+  CHECK(plain.exit_code == 2);
+  CHECK_THAT(plain.err, Catch::Contains("--what-if"));
+  const auto r = run_memtwin({"compare", (dir / "a.json").string(), (dir / "b.json").string(), "--what-if", "--json"});
+  REQUIRE(r.exit_code == 0);
+  const auto doc = nlohmann::json::parse(r.out);
+  // The key the second run changed and the default int4 brings (its group size), nothing else.
+  REQUIRE(doc["inputs_changed"].size() == 2);
+  CHECK(doc["inputs_changed"][0] == nlohmann::json({{"key", "inference.kv_cache.compression.group_size"}, {"a", nullptr}, {"b", 32}}));
+  CHECK(doc["inputs_changed"][1] == nlohmann::json({{"key", "inference.kv_cache.compression.method"}, {"a", "none"}, {"b", "int4"}}));
+  bool tpot = false;
+  for (const auto& m : doc["metrics"]) {
+    if (m["metric"] != "latency_s.tpot.p50") continue;
+    tpot = true;
+    const double av = a["latency_s"]["tpot"]["p50"], bv = b["latency_s"]["tpot"]["p50"];
+    CHECK(m["a"].get<double>() == av);
+    CHECK(m["b"].get<double>() == bv);
+    CHECK(m["change_pct"].get<double>() == Approx((bv - av) / av * 100));
+  }
+  CHECK(tpot);
+  fs::remove_all(dir);
+}
