@@ -328,6 +328,9 @@ struct WorkloadSpec {
   LengthDistribution prompt_tokens;
   LengthDistribution output_tokens;
   std::string trace;
+  /// inference.workload.lengths: a file of (prompt, output) token pairs, one drawn per request
+  /// (both from the same row, so their correlation is kept); empty: the two distributions.
+  std::string length_pairs;
   int shared_prefix_groups = 0;
   int shared_prefix_tokens = 0;
 };

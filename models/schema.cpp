@@ -168,6 +168,9 @@ void declare_inference(Table& t) {
   declare_length(t, "inference.workload.prompt_tokens", "prompt");
   declare_length(t, "inference.workload.output_tokens", "output");
   t.add("inference.workload.trace", K::path, none, "CSV trace; replaces arrival, rate, requests and lengths");
+  t.add("inference.workload.lengths", K::path, none,
+        "CSV of (prompt, output) token pairs (a trace's or a dataset's), one row drawn per request so that the two "
+        "stay correlated; replaces prompt_tokens and output_tokens");
   t.add("inference.workload.shared_prefix.groups", K::integer, "0",
         "groups of requests sharing a prefix; each request joins one at random").at_least(0);
   t.add("inference.workload.shared_prefix.tokens", K::integer, "0",

@@ -164,8 +164,8 @@ ServingMemory serving_memory(const Scenario& s) {
 
   out.typical_prompt = mean_length(inf.workload.prompt_tokens, sv.max_model_len / 2.0);
   out.typical_output = mean_length(inf.workload.output_tokens, 256);
-  if (!inf.workload.trace.empty()) {
-    out.typical_prompt = sv.max_model_len / 2.0;  // the trace is read by the simulator; assume half the window
+  if (!inf.workload.trace.empty() || !inf.workload.length_pairs.empty()) {
+    out.typical_prompt = sv.max_model_len / 2.0;  // the file is read by the simulator; assume half the window
     out.typical_output = 256;
   }
   const auto typical_p = static_cast<std::int64_t>(std::ceil(out.typical_prompt));

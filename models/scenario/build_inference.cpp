@@ -138,7 +138,7 @@ WorkloadSpec build_workload(const ParamValues& v) {
   s.arrival = v.choice(w + "arrival", kArrivalNames);
   if (v.given(w + "trace")) {
     s.trace = v.text(w + "trace");
-    for (const char* key : {"requests", "prompt_tokens", "output_tokens", "arrival"}) {
+    for (const char* key : {"requests", "prompt_tokens", "output_tokens", "lengths", "arrival"}) {
       if (v.given(w + key) || v.has_section(w + key)) {
         v.fail(w + key, "conflicts with workload.trace, which gives arrivals and lengths itself");
       }
@@ -159,10 +159,18 @@ WorkloadSpec build_workload(const ParamValues& v) {
   if (v.given(w + "cv") && s.arrival != Arrival::gamma) v.fail(w + "cv", "is only meaningful with arrival: gamma");
   if (s.arrival == Arrival::gamma) s.cv = v.number(w + "cv");
   s.requests = v.integer(w + "requests");
-  if (!v.has_section(w + "prompt_tokens")) v.fail(w + "prompt_tokens", "is required (or give workload.trace)");
-  if (!v.has_section(w + "output_tokens")) v.fail(w + "output_tokens", "is required (or give workload.trace)");
-  s.prompt_tokens = build_length(v, w + "prompt_tokens");
-  s.output_tokens = build_length(v, w + "output_tokens");
+  if (v.given(w + "lengths")) {
+    // Pairs drawn together: the two distributions would be drawn apart.
+    for (const char* key : {"prompt_tokens", "output_tokens"}) {
+      if (v.given(w + key) || v.has_section(w + key)) v.fail(w + key, "conflicts with workload.lengths, which gives both lengths as pairs");
+    }
+    s.length_pairs = v.text(w + "lengths");
+  } else {
+    if (!v.has_section(w + "prompt_tokens")) v.fail(w + "prompt_tokens", "is required (or give workload.lengths or workload.trace)");
+    if (!v.has_section(w + "output_tokens")) v.fail(w + "output_tokens", "is required (or give workload.lengths or workload.trace)");
+    s.prompt_tokens = build_length(v, w + "prompt_tokens");
+    s.output_tokens = build_length(v, w + "output_tokens");
+  }
   s.shared_prefix_groups = v.int32(w + "shared_prefix.groups");
   s.shared_prefix_tokens = v.int32(w + "shared_prefix.tokens");
   if ((s.shared_prefix_groups > 0) != (s.shared_prefix_tokens > 0)) {

@@ -83,6 +83,7 @@ std::vector<Request> generate_requests(const Inference& inf, std::uint64_t seed)
     return requests;
   }
   Sampler arrivals(seed * 2 + 1), lengths(seed * 2 + 2), groups(seed * 2 + 3);
+  const std::vector<LengthPair> pairs = w.length_pairs.empty() ? std::vector<LengthPair>{} : read_length_pairs(w.length_pairs);
   std::vector<Request> out;
   out.reserve(static_cast<std::size_t>(w.requests));
   double t = 0;
@@ -100,13 +101,15 @@ std::vector<Request> generate_requests(const Inference& inf, std::uint64_t seed)
       }
       r.arrival_s = t;
     }
-    r.prompt_tokens = std::min(draw_length(w.prompt_tokens, lengths), limit - 1);
+    // One row of the pairs file, both lengths from it; or each length from its distribution.
+    const LengthPair* pair = pairs.empty() ? nullptr : &pairs[static_cast<std::size_t>(lengths.uniform() * static_cast<double>(pairs.size()))];
+    r.prompt_tokens = std::min(pair ? pair->prompt : draw_length(w.prompt_tokens, lengths), limit - 1);
     if (w.shared_prefix_groups > 0) {
       r.prefix_group = static_cast<int>(groups.next() % static_cast<std::uint64_t>(w.shared_prefix_groups));
       r.prompt_tokens = std::min(w.shared_prefix_tokens + r.prompt_tokens, limit - 1);
       r.prefix_tokens = std::min(w.shared_prefix_tokens, r.prompt_tokens);
     }
-    r.output_tokens = std::max(1, std::min(draw_length(w.output_tokens, lengths), limit - r.prompt_tokens));
+    r.output_tokens = std::max(1, std::min(pair ? pair->output : draw_length(w.output_tokens, lengths), limit - r.prompt_tokens));
     out.push_back(r);
   }
   return out;

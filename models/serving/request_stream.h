@@ -71,6 +71,17 @@ std::vector<Request> read_trace(const std::string& path);
 /// Throws ScenarioError naming the file, the line and `key` (the scenario key that names the file).
 std::vector<double> read_lengths(const std::string& path, const std::string& key = "inference.workload.*_tokens.file");
 
+/// Reads a file of (prompt, output) length pairs: a CSV whose header names the prompt column
+/// (prompt_tokens, input_len, input_length, ContextTokens or "Request tokens") and the output
+/// column (output_tokens, output_len, output_length, GeneratedTokens or "Response tokens"); other
+/// columns (a trace's arrivals, say) are ignored. Lengths are whole numbers >= 1 (0 counts as 1,
+/// as in traces). Throws ScenarioError naming the file, row and column, under
+/// inference.workload.lengths.
+struct LengthPair {
+  int prompt = 1, output = 1;
+};
+std::vector<LengthPair> read_length_pairs(const std::string& path);
+
 /// Opens and checks every file the workload refers to (its trace, against the engine's context;
 /// its empirical length files), as a run would read them: what `memtwin check` adds to loading.
 void check_workload_files(const Inference& inference);

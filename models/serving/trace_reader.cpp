@@ -347,6 +347,56 @@ std::vector<double> read_lengths(const std::string& path, const std::string& key
   return values;
 }
 
+std::vector<LengthPair> read_length_pairs(const std::string& path) {
+  const char* key = "inference.workload.lengths";
+  auto fail = [&](int line, int column, const std::string& message) { throw ScenarioError({path, line, column}, key, message); };
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) fail(0, 0, path + " is not a regular file");
+  std::ifstream in(path);
+  if (!in) fail(0, 0, "cannot read the file");
+  std::string header;
+  std::getline(in, header);
+  if (header.rfind("\xEF\xBB\xBF", 0) == 0) header.erase(0, 3);  // a UTF-8 byte-order mark
+  const std::vector<Cell> names = split_row(header);
+  auto column_of = [&](std::initializer_list<const char*> accepted, const char* what) {
+    int found = -1;
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      if (std::none_of(accepted.begin(), accepted.end(), [&](const char* n) { return names[i].text == n; })) continue;
+      if (found >= 0) fail(1, names[i].column, "'" + names[i].text + "' repeats the " + what + " column ('" + names[static_cast<std::size_t>(found)].text + "'): keep one");
+      found = static_cast<int>(i);
+    }
+    if (found < 0) {
+      std::string list;
+      for (const char* n : accepted) list += (list.empty() ? "" : ", ") + std::string(n);
+      fail(1, 1, std::string("the header names no ") + what + " column (" + list + ")");
+    }
+    return static_cast<std::size_t>(found);
+  };
+  const std::size_t prompt = column_of({"prompt_tokens", "input_len", "input_length", "ContextTokens", "Request tokens"}, "prompt");
+  const std::size_t output = column_of({"output_tokens", "output_len", "output_length", "GeneratedTokens", "Response tokens"}, "output");
+  std::vector<LengthPair> pairs;
+  int line_no = 1;
+  auto tokens = [&](const Cell& c, const char* what) {
+    const auto v = parse_plain_number(c.text);
+    if (!v || !std::isfinite(*v) || std::floor(*v) != *v || *v < 0 || *v > kMaxTokens)
+      fail(line_no, c.column, std::string(what) + " '" + c.text + "' is not a whole number of tokens in 0.." + std::to_string(kMaxTokens));
+    return std::max(1, static_cast<int>(*v));
+  };
+  for (std::string line; std::getline(in, line);) {
+    ++line_no;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    if (pairs.size() >= static_cast<std::size_t>(kMaxTraceRows)) fail(line_no, 1, "more than " + std::to_string(kMaxTraceRows) + " pairs");
+    const std::vector<Cell> cells = split_row(line);
+    if (cells.size() <= std::max(prompt, output)) {
+      fail(line_no, static_cast<int>(line.size()) + 1,
+           "too few columns (" + std::to_string(cells.size()) + ", the header names " + std::to_string(names.size()) + ")");
+    }
+    pairs.push_back({tokens(cells[prompt], "the prompt length"), tokens(cells[output], "the output length")});
+  }
+  if (pairs.empty()) fail(line_no, 1, "the file has a header but no length pairs");
+  return pairs;
+}
+
 void check_workload_files(const Inference& inference) {
   const WorkloadSpec& w = inference.workload;
   if (!w.trace.empty()) {
@@ -354,6 +404,7 @@ void check_workload_files(const Inference& inference) {
     fit_trace_to_context(requests, w.trace, inference.serving.max_model_len);
     if (w.rate_per_s > 0) scale_trace_to_rate(requests, w.trace, w.rate_per_s);
   }
+  if (!w.length_pairs.empty()) read_length_pairs(w.length_pairs);
   if (w.prompt_tokens.dist == LengthDist::empirical) read_lengths(w.prompt_tokens.file, "inference.workload.prompt_tokens.file");
   if (w.output_tokens.dist == LengthDist::empirical) read_lengths(w.output_tokens.file, "inference.workload.output_tokens.file");
 }

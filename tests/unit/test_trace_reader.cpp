@@ -2,9 +2,11 @@
 // column and what is wrong (exit 2 through memtwin check), and the accepted variants read right.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <fstream>
 
 #include "models/scenario/scenario_error.h"
+#include "models/scenario_loader.h"
 #include "models/serving/request_stream.h"
 #include "tests/test_support.h"
 
@@ -183,4 +185,55 @@ TEST_CASE("a trace replayed at a rate keeps its bursts and reaches that mean rat
   CHECK(3 / (r[3].arrival_s - r[0].arrival_s) == Approx(10.0));
   std::vector<Request> instant = read_trace(write_file("instant.csv", "arrival_s,prompt_tokens,output_tokens\n5,1,1\n5,1,1\n"));
   CHECK_THROWS_WITH(scale_trace_to_rate(instant, "instant.csv", 1.0), Catch::Contains("one instant"));
+}
+
+TEST_CASE("workload.lengths draws (prompt, output) pairs together, never one row's prompt with another's output", "[unit]") {
+  const std::string pairs = write_file("pairs.csv", "\xEF\xBB\xBFinput_len,output_len,source\n100,900,chat\n2000,20,summary\n\n");
+  const std::string scenario = "name: pairs\ncluster: {nodes: 1, gpus_per_node: 1, gpu: h100-sxm}\nmodel: llama-3-8b\n"
+                               "inference:\n  workload: {arrival: poisson, rate: 5/s, requests: 400, lengths: " + pairs + "}\n";
+  const LoadedScenario loaded = load_scenario_text(scenario, "pairs.yaml", "/tmp");
+  const auto requests = generate_requests(*loaded.scenario.inference, 7);
+  REQUIRE(requests.size() == 400);
+  int chat = 0, summary = 0;
+  for (const auto& r : requests) {
+    const bool is_chat = r.prompt_tokens == 100 && r.output_tokens == 900;
+    const bool is_summary = r.prompt_tokens == 2000 && r.output_tokens == 20;
+    CHECK((is_chat || is_summary));  // drawn apart, 100 with 20 or 2000 with 900 would appear
+    chat += is_chat;
+    summary += is_summary;
+  }
+  // Each row about half the time (binomial 400, 1/2: within 6 standard deviations).
+  CHECK(std::abs(chat - 200) < 60);
+  CHECK(chat + summary == 400);
+  // A trace's lengths serve as pairs too (its arrivals ignored).
+  const std::string trace = write_file("pairs-trace.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n0,300,30\n1,300,30\n");
+  CHECK(read_length_pairs(trace).size() == 2);
+  CHECK(read_length_pairs(trace)[0].prompt == 300);
+}
+
+TEST_CASE("workload.lengths refuses a bad file at its row and column, and the distributions beside it", "[unit]") {
+  const BadTrace cases[] = {
+      {"pairs-no-output", "prompt_tokens,arrival_s\n10,0\n", "no output column", 1, 1},
+      {"pairs-two-prompts", "prompt_tokens,input_len,output_tokens\n1,2,3\n", "repeats the prompt column", 1, 15},
+      {"pairs-fraction", "prompt_tokens,output_tokens\n10,2.5\n", "the output length '2.5' is not a whole number", 2, 4},
+      {"pairs-short", "prompt_tokens,output_tokens\n10\n", "too few columns", 2, 3},
+      {"pairs-empty", "prompt_tokens,output_tokens\n", "no length pairs", 1, 1},
+  };
+  for (const BadTrace& c : cases) {
+    INFO(c.name);
+    const std::string path = write_file(std::string(c.name) + ".csv", c.text);
+    try {
+      read_length_pairs(path);
+      FAIL("accepted");
+    } catch (const ScenarioError& e) {
+      CHECK_THAT(e.what(), Catch::Contains(c.message));
+      CHECK(e.where().line == c.line);
+      CHECK(e.where().column == c.column);
+      CHECK(e.key() == "inference.workload.lengths");
+    }
+  }
+  const std::string pairs = write_file("pairs-ok.csv", "prompt_tokens,output_tokens\n10,10\n");
+  const std::string both = "name: both\ncluster: {nodes: 1, gpus_per_node: 1, gpu: h100-sxm}\nmodel: llama-3-8b\ninference:\n"
+                           "  workload: {arrival: poisson, rate: 5/s, lengths: " + pairs + ", prompt_tokens: 100, output_tokens: 10}\n";
+  CHECK_THROWS_WITH(load_scenario_text(both, "both.yaml", "/tmp"), Catch::Contains("conflicts with workload.lengths"));
 }
