@@ -25,7 +25,7 @@ constexpr double kTraceBytesPerEvent = 2.0e3;
 // Per rank of the whole cluster, simulated or not: its group memberships and node, and the
 // step's per-rank tables (an 800,000-GPU plan held 0.45 GiB).
 constexpr double kStepBytesPerRank = 600;
-constexpr double kServingSecondsPerUnit = 7.5e-8;
+constexpr double kServingSecondsPerUnit = 3.6e-8;  // refitted 2026-12-04 (docs/reliability.md)
 constexpr double kServingBytesPerRequest = 900;  // with --out: the request table and trace built
 // Per output token at most: the inter-token gap runs are at most one per token, and far fewer when
 // batches are large (the KV timeline is bounded, ServingRun::kMaxKvSamples).
