@@ -78,13 +78,17 @@ void KvEviction::before_write(const Step& step) {
   if (selection_ != KvSelection::accumulated_scores) return;
   const kernels::PagedScores scores = layer_scores(step.layer);
   const auto& decoding = step.it->decoding;
+  std::vector<std::int32_t> heavy(decoding.size()), leaving(decoding.size());
   for (std::size_t i = 0; i < decoding.size(); ++i) {
     const Sequence& q = *decoding[i];
     const Budget b = budget(q, step.layer);
-    const int leaving = index(q, q.prompt + q.generated - 1, step.layer);
-    kernels_.promote_leaving_token(step.k_cache, step.v_cache, *step.shape, scores,
-                                   step.decode_tables->data() + i * static_cast<std::size_t>(step.max_blocks), b.keep - b.recent,
-                                   leaving);
+    heavy[i] = b.keep - b.recent;
+    leaving[i] = index(q, q.prompt + q.generated - 1, step.layer);
+  }
+  if (!decoding.empty()) {
+    kernels_.promote_leaving_tokens(step.k_cache, step.v_cache, *step.shape, scores,
+                                    kernels::LeavingTokens{step.decode_tables->data(), step.max_blocks, heavy.data(), leaving.data(),
+                                                           static_cast<int>(decoding.size())});
   }
   kernels_.clear_scores(scores, step.slots->data(), static_cast<int>(step.slots->size()));
 }

@@ -72,9 +72,9 @@ class ServingKernels {
                             const kernels::PagedScores&, const std::int32_t* /*score_table*/) {
     no_eviction();
   }
-  virtual void promote_leaving_token(std::uint8_t* /*k_cache*/, std::uint8_t* /*v_cache*/, const kernels::PagedShape&,
-                                     const kernels::PagedScores&, const std::int32_t* /*block_table*/, int /*heavy*/,
-                                     int /*leaving*/) {
+  /// H2O's per-step promotion for every decoding sequence of a layer at once (host arrays in `t`).
+  virtual void promote_leaving_tokens(std::uint8_t* /*k_cache*/, std::uint8_t* /*v_cache*/, const kernels::PagedShape&,
+                                      const kernels::PagedScores&, const kernels::LeavingTokens& /*t*/) {
     no_eviction();
   }
 

@@ -77,11 +77,9 @@ class TimedServingKernels final : public ServingKernels {
       device_.score_prompt(queries, row_stride, rows, first_position, q_heads, shape, k_cache, block_table, scores, score_table);
     });
   }
-  void promote_leaving_token(std::uint8_t* k_cache, std::uint8_t* v_cache, const kernels::PagedShape& shape,
-                             const kernels::PagedScores& scores, const std::int32_t* block_table, int heavy,
-                             int leaving) override {
-    timed(IterationOp::score_upkeep,
-          [&] { device_.promote_leaving_token(k_cache, v_cache, shape, scores, block_table, heavy, leaving); });
+  void promote_leaving_tokens(std::uint8_t* k_cache, std::uint8_t* v_cache, const kernels::PagedShape& shape,
+                              const kernels::PagedScores& scores, const kernels::LeavingTokens& t) override {
+    timed(IterationOp::score_upkeep, [&] { device_.promote_leaving_tokens(k_cache, v_cache, shape, scores, t); });
   }
   [[nodiscard]] bool supports_kivi() const override { return device_.supports_kivi(); }
   void kivi_append(const kernels::KiviAppendArgs& a) override {

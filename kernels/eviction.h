@@ -74,4 +74,19 @@ void select_and_compact(std::uint8_t* k_cache, std::uint8_t* v_cache, const Page
 void promote_leaving_token(std::uint8_t* k_cache, std::uint8_t* v_cache, const PagedShape& shape, const PagedScores& scores,
                            const std::int32_t* block_table, int heavy, int leaving);
 
+/// One decode step's leaving tokens, a sequence each: sequence i's block table at
+/// block_tables + i x max_blocks_per_seq, its heavy hitters [0, heavy[i]) and its leaving token
+/// leaving[i]. Sequences share no blocks here (their caches are full, nothing is a shared prefix).
+struct LeavingTokens {
+  const std::int32_t* block_tables = nullptr;
+  int max_blocks_per_seq = 0;
+  const std::int32_t* heavy = nullptr;
+  const std::int32_t* leaving = nullptr;
+  int sequences = 0;
+};
+/// promote_leaving_token for every sequence of `t`: one call (one launch on a GPU) a layer instead
+/// of one a sequence.
+void promote_leaving_tokens(std::uint8_t* k_cache, std::uint8_t* v_cache, const PagedShape& shape, const PagedScores& scores,
+                            const LeavingTokens& t);
+
 }  // namespace memtwin::kernels

@@ -252,12 +252,16 @@ class CudaServingKernels final : public ServingKernels {
                                 score_table == block_table ? table : score_tables_.upload(score_table, blocks, stream_), keys,
                                 logits);
   }
-  void promote_leaving_token(std::uint8_t* k_cache, std::uint8_t* v_cache, const kernels::PagedShape& shape,
-                             const kernels::PagedScores& scores, const std::int32_t* block_table, int heavy,
-                             int leaving) override {
-    const auto blocks = static_cast<std::size_t>((std::max(heavy, leaving + 1) + shape.block_size - 1) / shape.block_size);
-    kernels::cuda::promote_leaving_token(k_cache, v_cache, shape, scores, tables_.upload(block_table, blocks, stream_), heavy,
-                                         leaving);
+  void promote_leaving_tokens(std::uint8_t* k_cache, std::uint8_t* v_cache, const kernels::PagedShape& shape,
+                              const kernels::PagedScores& scores, const kernels::LeavingTokens& t) override {
+    // Three uploads and one launch a layer (was an upload and a launch per sequence and layer,
+    // which made H2O's decode 3.2x slower than fp16's on an H200).
+    const auto n = static_cast<std::size_t>(t.sequences);
+    kernels::LeavingTokens d = t;
+    d.block_tables = tables_.upload(t.block_tables, n * static_cast<std::size_t>(t.max_blocks_per_seq), stream_);
+    d.heavy = promote_heavy_.upload(t.heavy, n, stream_);
+    d.leaving = promote_leaving_.upload(t.leaving, n, stream_);
+    kernels::cuda::promote_leaving_tokens(k_cache, v_cache, shape, scores, d);
   }
 
   void prefill_attention(std::int64_t queries, std::int64_t keys, int head_dim, int heads) override {
@@ -324,6 +328,7 @@ class CudaServingKernels final : public ServingKernels {
   void* pinned_ = nullptr;
   Scratch positions_, slots_, tables_, context_, score_tables_, attention_workspace_, argmax_, prompt_keys_, prompt_logits_;
   Scratch kivi_rows_, kivi_added_, kivi_staged_;
+  Scratch promote_heavy_, promote_leaving_;
 };
 
 }  // namespace

@@ -35,10 +35,9 @@ class HostServingKernels final : public ServingKernels {
   void score_prompt(const float* queries, int row_stride, int rows, int first_position, int q_heads,
                     const kernels::PagedShape& shape, const std::uint8_t* k_cache, const std::int32_t* block_table,
                     const kernels::PagedScores& scores, const std::int32_t* score_table) override;
-  void promote_leaving_token(std::uint8_t* k_cache, std::uint8_t* v_cache, const kernels::PagedShape& shape,
-                             const kernels::PagedScores& scores, const std::int32_t* block_table, int heavy,
-                             int leaving) override {
-    kernels::promote_leaving_token(k_cache, v_cache, shape, scores, block_table, heavy, leaving);
+  void promote_leaving_tokens(std::uint8_t* k_cache, std::uint8_t* v_cache, const kernels::PagedShape& shape,
+                              const kernels::PagedScores& scores, const kernels::LeavingTokens& t) override {
+    kernels::promote_leaving_tokens(k_cache, v_cache, shape, scores, t);
   }
   [[nodiscard]] bool supports_kivi() const override { return true; }
   void kivi_append(const kernels::KiviAppendArgs& a) override { kernels::kivi_append(a); }

@@ -155,4 +155,12 @@ void promote_leaving_token(std::uint8_t* k_cache, std::uint8_t* v_cache, const P
   }
 }
 
+void promote_leaving_tokens(std::uint8_t* k_cache, std::uint8_t* v_cache, const PagedShape& shape, const PagedScores& scores,
+                            const LeavingTokens& t) {
+  for (int i = 0; i < t.sequences; ++i) {
+    promote_leaving_token(k_cache, v_cache, shape, scores, t.block_tables + static_cast<std::size_t>(i) * t.max_blocks_per_seq,
+                          t.heavy[i], t.leaving[i]);
+  }
+}
+
 }  // namespace memtwin::kernels

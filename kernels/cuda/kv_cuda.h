@@ -72,8 +72,10 @@ void accumulate_paged_scores(const float* probs, int rows, int q_heads, int prob
                              int max_blocks_per_seq, const std::int32_t* context_lens, const PagedScores& scores);
 void select_and_compact(std::uint8_t* k_cache, std::uint8_t* v_cache, const PagedShape& shape, const PagedScores& scores,
                         const PromptSelection& s);
-void promote_leaving_token(std::uint8_t* k_cache, std::uint8_t* v_cache, const PagedShape& shape, const PagedScores& scores,
-                           const std::int32_t* block_table, int heavy, int leaving);
+/// H2O's promotion (kernels/eviction.h) for every sequence of `t` at once (device pointers): one
+/// launch, a block per (KV head, sequence).
+void promote_leaving_tokens(std::uint8_t* k_cache, std::uint8_t* v_cache, const PagedShape& shape, const PagedScores& scores,
+                            const LeavingTokens& t);
 /// H2O's prompt scores around the QK^T product: one KV head's keys of the first `tokens` tokens,
 /// dequantised into out[tokens, head_dim]; then each of `rows` rows of logits[rows, keys] (query
 /// row r at position first_position + r) softmaxed causally and added to the head's scores.

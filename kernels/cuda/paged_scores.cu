@@ -112,11 +112,16 @@ __global__ void accumulate_kernel(const float* __restrict__ probs, int q_heads, 
 
 // One block per KV head: the lowest-scored heavy hitter (the first of equals), then the leaving
 // token's vectors and score over it when it scored higher.
-__global__ void promote_kernel(std::uint8_t* k_cache, std::uint8_t* v_cache, float* scores, const std::int32_t* __restrict__ table,
-                               int heavy, int leaving, int block_size, int kv_heads, long vector_bytes) {
+// Block (head, sequence): the sequence's table at tables + sequence x table_stride, its heavy count
+// and leaving position at heavy_of[sequence], leaving_of[sequence].
+__global__ void promote_kernel(std::uint8_t* k_cache, std::uint8_t* v_cache, float* scores, const std::int32_t* __restrict__ tables,
+                               int table_stride, const std::int32_t* __restrict__ heavy_of, const std::int32_t* __restrict__ leaving_of,
+                               int block_size, int kv_heads, long vector_bytes) {
   __shared__ float best[kThreads];
   __shared__ int where[kThreads];
   const int head = blockIdx.x;
+  const std::int32_t* table = tables + static_cast<long>(blockIdx.y) * table_stride;
+  const int heavy = heavy_of[blockIdx.y], leaving = leaving_of[blockIdx.y];
   float b = INFINITY;
   int w = -1;
   for (int t = threadIdx.x; t < heavy; t += blockDim.x) {
@@ -272,11 +277,13 @@ void add_causal_softmax(float* logits, int rows, int keys, int first_position, c
   launched("causal scores kernel");
 }
 
-void promote_leaving_token(std::uint8_t* k_cache, std::uint8_t* v_cache, const PagedShape& shape,
-                           const PagedScores& scores, const std::int32_t* block_table, int heavy, int leaving) {
-  promote_kernel<<<shape.kv_heads, kThreads>>>(k_cache, v_cache, scores.data, block_table, heavy, leaving, shape.block_size,
-                                               shape.kv_heads, static_cast<long>(shape.format.vector_bytes()));
-  launched("promote leaving token kernel");
+void promote_leaving_tokens(std::uint8_t* k_cache, std::uint8_t* v_cache, const PagedShape& shape, const PagedScores& scores,
+                            const LeavingTokens& t) {
+  if (t.sequences <= 0) return;
+  promote_kernel<<<dim3(shape.kv_heads, t.sequences), kThreads>>>(k_cache, v_cache, scores.data, t.block_tables, t.max_blocks_per_seq,
+                                                                  t.heavy, t.leaving, shape.block_size, shape.kv_heads,
+                                                                  static_cast<long>(shape.format.vector_bytes()));
+  launched("promote leaving tokens kernel");
 }
 
 }  // namespace memtwin::kernels::cuda

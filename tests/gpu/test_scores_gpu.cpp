@@ -131,14 +131,29 @@ void selection_and_eviction() {
     const std::string what = pooling == 1 ? "H2O's" : "SnapKV's";
     expect(to_host(dk, c.k.size()) == c.k && to_host(dv, c.v.size()) == c.v, what + " selection compacts the CPU's K and V bytes");
     expect(to_host(ds, scores.size()) == scores, what + " scores after selection are the CPU's");
-    // H2O's step: the token leaving the recent window against the heavy hitters, per head.
+    // H2O's step: the token leaving the recent window against the heavy hitters, per head (a
+    // batch of one sequence, three steps).
+    const std::vector<std::int32_t> heavy = {48};
+    std::int32_t* dh = to_device(heavy);
     for (int leaving : {50, 55, 59}) {
       promote_leaving_token(c.k.data(), c.v.data(), c.shape, PagedScores{scores.data(), kBlockSize, kKvHeads}, c.table.data(), 48,
                             leaving);
-      cuda::promote_leaving_token(dk, dv, c.shape, PagedScores{ds, kBlockSize, kKvHeads}, dt, 48, leaving);
+      std::int32_t* dl = to_device(std::vector<std::int32_t>{leaving});
+      cuda::promote_leaving_tokens(dk, dv, c.shape, PagedScores{ds, kBlockSize, kKvHeads}, LeavingTokens{dt, 0, dh, dl, 1});
+      cudaFree(dl);
     }
     expect(to_host(dk, c.k.size()) == c.k && to_host(ds, scores.size()) == scores,
            what + " cache after three H2O evictions is the CPU's");
+    // One step of three sequences at once: the table's blocks split into three tables of four.
+    const std::vector<std::int32_t> counts = {40, 30, 50}, leavings = {60, 45, 63};
+    LeavingTokens host{c.table.data(), 4, counts.data(), leavings.data(), 3};
+    promote_leaving_tokens(c.k.data(), c.v.data(), c.shape, PagedScores{scores.data(), kBlockSize, kKvHeads}, host);
+    std::int32_t* dcounts = to_device(counts);
+    std::int32_t* dleavings = to_device(leavings);
+    cuda::promote_leaving_tokens(dk, dv, c.shape, PagedScores{ds, kBlockSize, kKvHeads}, LeavingTokens{dt, 4, dcounts, dleavings, 3});
+    expect(to_host(dk, c.k.size()) == c.k && to_host(dv, c.v.size()) == c.v && to_host(ds, scores.size()) == scores,
+           what + " cache after a batched H2O step of three sequences is the CPU's");
+    for (void* p : {static_cast<void*>(dh), static_cast<void*>(dcounts), static_cast<void*>(dleavings)}) cudaFree(p);
     for (void* p : {static_cast<void*>(dk), static_cast<void*>(dv), static_cast<void*>(ds), static_cast<void*>(dt)}) cudaFree(p);
   }
 }
