@@ -78,16 +78,51 @@ def communication_volume(doc):
     return fig
 
 
-def latency_cdfs(rows):
-    """Cumulative distributions of TTFT, TPOT and end-to-end latency over completed requests."""
+def seconds(text):
+    """A duration as the resolved scenario writes it ("2s", "50ms", "800us", or a bare number of
+    seconds) in seconds; None when it is not one."""
+    if isinstance(text, (int, float)):
+        return float(text)
+    for suffix, factor in (("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9), ("min", 60.0), ("s", 1.0)):
+        if isinstance(text, str) and text.endswith(suffix):
+            try:
+                return float(text[:-len(suffix)]) * factor
+            except ValueError:
+                return None
+    return None
+
+
+def _duration(s):
+    """A duration for a legend: "1.23 s", "45.6 ms", "789 us"."""
+    for unit, factor in (("s", 1.0), ("ms", 1e-3)):
+        if abs(s) >= factor:
+            return f"{s / factor:.3g} {unit}"
+    return f"{s / 1e-6:.3g} us"
+
+
+def latency_cdfs(rows, doc=None):
+    """Cumulative distributions of TTFT, TPOT and end-to-end latency over completed requests; with
+    the result document, its p50 and p99 as dotted lines and the scenario's SLO limits (inference.slo)
+    as red dashed ones."""
     done = [r for r in rows if r["finish_s"] is not None and r["finish_s"] >= 0]
     ttft = sorted(r["ttft_s"] for r in done)
     e2e = sorted(r["e2e_s"] for r in done)
     tpot = sorted((r["finish_s"] - r["first_token_s"]) / (r["output_tokens"] - 1) for r in done if r["output_tokens"] > 1)
+    latency = (doc or {}).get("latency_s", {})
+    slo = ((doc or {}).get("input", {}).get("inference") or {}).get("slo") or {}
     fig, axes = plt.subplots(1, 3, figsize=(11, 3.5))
-    for ax, values, name in zip(axes, (ttft, tpot, e2e), ("TTFT", "TPOT", "end-to-end")):
+    for ax, values, name, key in zip(axes, (ttft, tpot, e2e), ("TTFT", "TPOT", "end-to-end"), ("ttft", "tpot", "e2e")):
         if values:
             ax.plot(values, [(i + 1) / len(values) for i in range(len(values))])
+        for p, style in (("p50", ":"), ("p99", "-.")):
+            at = (latency.get(key) or {}).get(p)
+            if at is not None:
+                ax.axvline(at, linestyle=style, color="grey", linewidth=1, label=f"{p} {_duration(at)}")
+        limit = seconds(slo.get(f"{key}_p99"))
+        if limit is not None:
+            ax.axvline(limit, linestyle="--", color="#d62728", linewidth=1.2, label=f"SLO p99 {_duration(limit)}")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7, loc="lower right")
         ax.set_xlabel(f"{name} (s)")
         ax.set_ylabel("fraction of requests")
         ax.set_title(f"{name} CDF")
@@ -143,20 +178,29 @@ def preemptions(rows, bins=40):
 def load_curve(samples):
     """Throughput and p99 latencies against offered request rate.
 
-    samples: dicts with offered (req/s), throughput (req/s), ttft_p99 (s), tpot_p99 (s) and ok
-    (whether the point met its requirements; hollow markers when not)."""
+    samples: dicts with offered (req/s), throughput (req/s), ttft_p99 (s), tpot_p99 (s), ok
+    (whether the point met its requirements; hollow markers when not) and optionally series (the
+    sweep's other values: one line each, never one line zig-zagging between them)."""
     samples = sorted((s for s in samples if s.get("offered") is not None), key=lambda s: s["offered"])
-    x = [s["offered"] for s in samples]
+    series = {}
+    for s in samples:
+        series.setdefault(s.get("series") or "", []).append(s)
+    x_all = [s["offered"] for s in samples]
     fig, axes = plt.subplots(1, 3, figsize=(11, 3.4))
     panels = (("throughput", "served (req/s)", 1, "#4878d0"), ("ttft_p99", "p99 TTFT (ms)", 1e3, "#ee854a"),
               ("tpot_p99", "p99 TPOT (ms)", 1e3, "#6acc64"))
     for ax, (key, label, scale, colour) in zip(axes, panels):
-        y = [s[key] * scale if s.get(key) is not None else float("nan") for s in samples]
-        ax.plot(x, y, "-", color=colour)
-        for xi, yi, s in zip(x, y, samples):
-            ax.plot([xi], [yi], "o", color=colour, markerfacecolor=colour if s.get("ok", True) else "white")
-        if key == "throughput" and x:
-            ax.plot([0, max(x)], [0, max(x)], ":", color="grey", label="served = offered")
+        for index, (name, members) in enumerate(sorted(series.items())):
+            # One colour a panel with a single series, as before; a colour a series otherwise.
+            c = colour if len(series) == 1 else f"C{index}"
+            x = [s["offered"] for s in members]
+            y = [s[key] * scale if s.get(key) is not None else float("nan") for s in members]
+            ax.plot(x, y, "-", color=c, label=name or None)
+            for xi, yi, s in zip(x, y, members):
+                ax.plot([xi], [yi], "o", color=c, markerfacecolor=c if s.get("ok", True) else "white")
+        if key == "throughput" and x_all:
+            ax.plot([0, max(x_all)], [0, max(x_all)], ":", color="grey", label="served = offered")
+        if key == "throughput" or len(series) > 1:
             ax.legend(fontsize=7)
         if key != "throughput":
             ax.set_yscale("log")
@@ -176,9 +220,10 @@ def load_samples_from_sweep(points):
         offered = _lookup(result, "load.offered_requests_per_s")
         if offered is None:
             continue
+        others = [o for o in p.get("overrides", []) if not o.startswith("inference.workload.rate=")]
         samples.append({"offered": offered, "throughput": _lookup(result, "throughput.requests_per_s"),
                         "ttft_p99": _lookup(result, "latency_s.ttft.p99"), "tpot_p99": _lookup(result, "latency_s.tpot.p99"),
-                        "ok": bool(result.get("load", {}).get("sustainable", True))})
+                        "ok": bool(result.get("load", {}).get("sustainable", True)), "series": ", ".join(others)})
     return samples
 
 
@@ -201,7 +246,9 @@ def sweep_lines(points, metric):
         # sort as numbers.
         x = p.get("values", {}).get(keys[0][0], load.cell_value(keys[0][1]))
         label = ", ".join(f"{k}={v}" for k, v in keys[1:]) or metric
-        fits = result.get("memory", {}).get("fits", True)
+        # Hollow where the point is not a usable answer: out of memory, or a serving load that grows
+        # without bound.
+        fits = result.get("memory", {}).get("fits", True) and result.get("load", {}).get("sustainable", True)
         series.setdefault(label, []).append((x, value, fits))
     scale, unit = (GIB, " (GiB)") if metric.endswith("_bytes") else (1, "")
     series = {k: [(x, y / scale, f) for x, y, f in v] for k, v in series.items()}
@@ -214,7 +261,7 @@ def sweep_lines(points, metric):
     first_key = points[0]["overrides"][0].split("=", 1)[0] if points else ""
     ax.set_xlabel(first_key)
     ax.set_ylabel(metric + unit)
-    ax.set_title(f"{metric} over the sweep (hollow: does not fit)")
+    ax.set_title(f"{metric} over the sweep (hollow: does not fit, or unsustainable)")
     if len(series) > 1:
         ax.legend(fontsize=7)
     fig.tight_layout()

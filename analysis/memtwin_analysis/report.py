@@ -50,7 +50,7 @@ def _figures_for(path):
                        if any(figures._lookup(p.get("result") or {}, m) is not None for p in points)), None)
         shown = [("sweep", f"{metric} over the swept parameters", _png(figures.sweep_lines(points, metric)))] if metric else []
         # A sweep over request rate is a load curve.
-        if points and points[0]["overrides"] and points[0]["overrides"][0].startswith("inference.workload.rate="):
+        if points and any(o.startswith("inference.workload.rate=") for o in points[0]["overrides"]):
             samples = figures.load_samples_from_sweep(points)
             if samples:
                 shown.append(("load-curve", "Throughput and p99 latency against offered load", _png(figures.load_curve(samples))))
@@ -83,15 +83,19 @@ def _figures_for(path):
                    "peak GiB": doc["memory"]["gpu"]["peak_bytes"] / figures.GIB, "fits": doc["memory"]["gpu"]["fits"]}
     else:
         shown.append(("memory-breakdown", "Per-GPU memory by category", _png(figures.memory_breakdown(doc))))
-        if os.path.exists(beside("requests.csv")):
-            shown.append(("latency-cdf", "Latency distributions", _png(figures.latency_cdfs(load.table(beside("requests.csv"))))))
+        requests = load.table(beside("requests.csv")) if os.path.exists(beside("requests.csv")) else []
+        if requests:
+            shown.append(("latency-cdf", "Latency distributions (dotted p50, dash-dot p99, red dashed the SLO's p99 limit)",
+                          _png(figures.latency_cdfs(requests, doc))))
         if os.path.exists(beside("kv_timeline.csv")):
             kv_rows = load.table(beside("kv_timeline.csv"))
             shown.append(("kv-occupancy", "KV-cache occupancy", _png(figures.kv_occupancy(kv_rows))))
-            if kv_rows and "host_swap_out_bytes" in kv_rows[0]:
+            # Panels only where there is something to show: no traffic, no tier panel.
+            traffic = [c for c in (kv_rows[0] if kv_rows else {}) if c.endswith("_bytes") and "tier" not in c]
+            if any((r.get(c) or 0) > 0 for r in kv_rows for c in traffic):
                 shown.append(("tier-traffic", "KV traffic to and from host memory", _png(figures.tier_traffic(kv_rows))))
-        if os.path.exists(beside("requests.csv")):
-            shown.append(("preemptions", "Preemptions and swaps", _png(figures.preemptions(load.table(beside("requests.csv"))))))
+        if any((r.get("preemptions") or 0) + (r.get("swaps") or 0) > 0 for r in requests):
+            shown.append(("preemptions", "Preemptions and swaps", _png(figures.preemptions(requests))))
         lat = doc.get("latency_s", {})
         metrics = {"p99 TTFT s": (lat.get("ttft") or {}).get("p99"), "p99 TPOT s": (lat.get("tpot") or {}).get("p99"),
                    "requests/s": doc.get("throughput", {}).get("requests_per_s"),

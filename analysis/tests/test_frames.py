@@ -26,6 +26,8 @@ def installed(tmp_path_factory):
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     sys.path.insert(0, str(target))
+    for name in [m for m in sys.modules if m == "memtwin_analysis" or m.startswith("memtwin_analysis.")]:
+        del sys.modules[name]  # another test imported the source tree's copy
     import memtwin_analysis.frames as frames
     assert pathlib.Path(frames.__file__).is_relative_to(target)
     return frames

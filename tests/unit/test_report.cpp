@@ -42,7 +42,16 @@ TEST_CASE("reports carry every expected figure for training, serving, sweeps and
   REQUIRE(run_memtwin({"run", source_path("scenarios/serving/llama3-8b-h100-kivi4-kv.yaml"), "--out", serve, "--set",
                        "inference.workload.requests=300"}).exit_code == 0);
   REQUIRE(run_memtwin({"report", serve, "--out", serve + "/report.html"}).exit_code == 0);
-  CHECK(figures_in(serve + "/report.html") == std::vector<std::string>{"memory-breakdown", "latency-cdf", "kv-occupancy", "tier-traffic", "preemptions"});
+  // No preemptions and no host traffic in this run: no empty panels for them.
+  CHECK(figures_in(serve + "/report.html") == std::vector<std::string>{"memory-breakdown", "latency-cdf", "kv-occupancy"});
+  // A KV pool too small for the load, preempting by swap to host memory: both panels, with data.
+  const std::string swap = "/tmp/memtwin-test-report-swap";
+  REQUIRE(run_memtwin({"run", source_path("scenarios/serving/llama3-8b-h100-fp16-kv.yaml"), "--out", swap, "--set",
+                       "inference.workload.requests=300", "--set", "inference.workload.rate=40/s", "--set",
+                       "inference.kv_cache.memory=4GiB", "--set", "inference.serving.preemption=swap"}).exit_code == 0);
+  REQUIRE(run_memtwin({"report", swap, "--out", swap + "/report.html"}).exit_code == 0);
+  CHECK(figures_in(swap + "/report.html") ==
+        std::vector<std::string>{"memory-breakdown", "latency-cdf", "kv-occupancy", "tier-traffic", "preemptions"});
 
   const std::string sweep = "/tmp/memtwin-test-report-sweep";
   std::filesystem::remove_all(sweep);

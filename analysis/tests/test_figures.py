@@ -1,0 +1,47 @@
+"""The report's figures draw what their data holds: one line per series, percentile and SLO lines,
+hollow markers for unusable points."""
+import os
+import pathlib
+import sys
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(os.environ["MEMTWIN_SOURCE_DIR"]) / "analysis"))
+from memtwin_analysis import figures  # noqa: E402
+
+
+def test_load_curve_draws_one_line_per_series():
+    samples = [{"offered": r, "throughput": r * 0.9, "ttft_p99": 0.1 * r, "tpot_p99": 0.01, "ok": r < 30, "series": method}
+               for method in ("method=none", "method=int4") for r in (10, 20, 40)]
+    fig = figures.load_curve(samples)
+    throughput = fig.axes[0]
+    # Per series one line through its points (3 points each), not one line through all six.
+    lines = [l for l in throughput.get_lines() if len(l.get_xdata()) == 3]
+    assert len(lines) == 2
+    assert all(list(l.get_xdata()) == [10, 20, 40] for l in lines)
+    assert {t.get_text() for t in throughput.get_legend().get_texts()} >= {"method=none", "method=int4"}
+
+
+def test_latency_cdfs_mark_percentiles_and_the_slo():
+    rows = [{"finish_s": 2.0 + i, "first_token_s": 0.1 * i, "ttft_s": 0.1 * i, "e2e_s": 2.0 + i, "output_tokens": 10}
+            for i in range(1, 21)]
+    doc = {"latency_s": {"ttft": {"p50": 1.0, "p99": 2.0}, "tpot": {"p50": 0.2, "p99": 0.25}, "e2e": {"p50": 12, "p99": 22}},
+           "input": {"inference": {"slo": {"ttft_p99": "1500ms", "tpot_p99": "50ms"}}}}
+    fig = figures.latency_cdfs(rows, doc)
+    ttft, tpot, e2e = fig.axes
+    vertical = lambda ax: sorted(l.get_xdata()[0] for l in ax.get_lines() if len(set(l.get_xdata())) == 1)  # noqa: E731
+    assert vertical(ttft) == [1.0, 1.5, 2.0]     # p50, the SLO's limit, p99
+    assert vertical(tpot) == [0.05, 0.2, 0.25]
+    assert vertical(e2e) == [12, 22]             # no e2e limit in this SLO
+    assert figures.seconds("800us") == pytest.approx(800e-6) and figures.seconds("2s") == 2.0
+    assert figures.seconds("x") is None
+
+
+def test_sweep_marks_unsustainable_points_hollow():
+    points = [{"overrides": [f"inference.workload.rate={r}/s"], "values": {"inference.workload.rate": r},
+               "result": {"latency_s": {"ttft": {"p99": 0.1 * r}}, "memory": {"fits": True},
+                          "load": {"sustainable": r < 30}}} for r in (10, 20, 40)]
+    fig = figures.sweep_lines(points, "latency_s.ttft.p99")
+    markers = [l for l in fig.axes[0].get_lines() if len(l.get_xdata()) == 1]
+    hollow = [l.get_xdata()[0] for l in markers if l.get_markerfacecolor() == "white"]
+    assert hollow == [40]
