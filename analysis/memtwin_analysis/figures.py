@@ -39,8 +39,10 @@ def memory_breakdown(doc):
     return fig
 
 
-def memory_timeline(rows, capacity_bytes):
-    """Device memory over the step (rank 0), capacity and peak marked."""
+def memory_timeline(rows, capacity_bytes, doc=None):
+    """Device memory over the step (rank 0), capacity and peak marked. With the result document, the
+    summary's peak too, and what it adds to the timeline's: the timeline holds the tensors, the
+    summary also the caching allocator's fragmentation."""
     times = [r["time_s"] for r in rows]
     used = [r["bytes_in_use"] / GIB for r in rows]
     fig, ax = plt.subplots(figsize=(8, 3.5))
@@ -48,6 +50,11 @@ def memory_timeline(rows, capacity_bytes):
     ax.axhline(capacity_bytes / GIB, color="black", linestyle="--", label="capacity")
     peak = max(range(len(used)), key=used.__getitem__)
     ax.plot([times[peak]], [used[peak]], "o", color="#d65f5f", label=f"peak {used[peak]:.1f} GiB")
+    gpu = (doc or {}).get("memory", {}).get("gpu", {})
+    if gpu.get("peak_bytes") is not None and abs(gpu["peak_bytes"] / GIB - used[peak]) > 0.05:
+        fragmentation = (gpu.get("breakdown_bytes") or {}).get("fragmentation", 0) / GIB
+        ax.axhline(gpu["peak_bytes"] / GIB, color="#d65f5f", linestyle=":",
+                   label=f"summary's peak {gpu['peak_bytes'] / GIB:.1f} GiB (+{fragmentation:.1f} GiB fragmentation)")
     return _finish(fig, ax, "time in step (s)", "GiB in use", "Device memory over the step (rank 0)", legend=True)
 
 

@@ -73,8 +73,8 @@ def _figures_for(path):
         shown.append(("memory-breakdown", "Per-GPU memory by category", _png(figures.memory_breakdown(doc))))
         if os.path.exists(beside("timeline.csv")):
             rows = load.table(beside("timeline.csv"))
-            shown.append(("memory-timeline", "Device memory over the step", _png(
-                figures.memory_timeline(rows, doc["memory"]["gpu"]["capacity_bytes"]))))
+            shown.append(("memory-timeline", "Device memory over the step (the tensors; the summary's peak adds the "
+                          "allocator's fragmentation)", _png(figures.memory_timeline(rows, doc["memory"]["gpu"]["capacity_bytes"], doc))))
         if os.path.exists(beside("trace.json")):
             shown.append(("step-timeline", "Ops per stream (rank 0)", _png(figures.step_timeline(load.trace_events(beside("trace.json"))))))
         if "communication" in doc:

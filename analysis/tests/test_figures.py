@@ -45,3 +45,12 @@ def test_sweep_marks_unsustainable_points_hollow():
     markers = [l for l in fig.axes[0].get_lines() if len(l.get_xdata()) == 1]
     hollow = [l.get_xdata()[0] for l in markers if l.get_markerfacecolor() == "white"]
     assert hollow == [40]
+
+
+def test_memory_timeline_says_why_the_summary_peak_is_higher():
+    rows = [{"time_s": 0.0, "bytes_in_use": 10 * figures.GIB}, {"time_s": 1.0, "bytes_in_use": 60 * figures.GIB}]
+    doc = {"memory": {"gpu": {"peak_bytes": 64 * figures.GIB, "breakdown_bytes": {"fragmentation": 4 * figures.GIB}}}}
+    fig = figures.memory_timeline(rows, 80 * figures.GIB, doc)
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "summary's peak 64.0 GiB (+4.0 GiB fragmentation)" in labels
+    assert "peak 60.0 GiB" in labels

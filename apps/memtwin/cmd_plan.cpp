@@ -151,13 +151,7 @@ int cmd_plan(const Args& args) {
   }
 
   // The runs' captured output lives here until the plan is made.
-  struct Scratch {
-    std::filesystem::path path = std::filesystem::temp_directory_path() / ("memtwin-plan-" + std::to_string(::getpid()));
-    ~Scratch() {
-      std::error_code ignored;
-      std::filesystem::remove_all(path, ignored);
-    }
-  } scratch;
+  const ScratchDirectory scratch("memtwin-plan");
   std::vector<Candidate> candidates(grid.points.size());
   std::vector<std::size_t> to_run;
   for (std::size_t i = 0; i < grid.points.size(); ++i) {

@@ -4,8 +4,6 @@
 #include <iostream>
 #include <thread>
 
-#include <unistd.h>
-
 #include "apps/memtwin/backends.h"
 #include "apps/memtwin/commands.h"
 #include "apps/memtwin/layer_truncation.h"
@@ -64,13 +62,7 @@ std::vector<nlohmann::ordered_json> with_other_seeds(const po::variables_map& vm
     points.push_back({"seed=" + std::to_string(seeds[i])});
     todo.push_back(todo.size());
   }
-  struct Scratch {
-    std::filesystem::path path = std::filesystem::temp_directory_path() / ("memtwin-seeds-" + std::to_string(::getpid()));
-    ~Scratch() {
-      std::error_code ignored;
-      std::filesystem::remove_all(path, ignored);
-    }
-  } scratch;
+  const ScratchDirectory scratch("memtwin-seeds");
   std::vector<nlohmann::ordered_json> results(seeds.size());
   results[0] = first;
   const int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

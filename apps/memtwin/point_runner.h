@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 namespace memtwin::cli {
 
 /// The points of a grid: every combination of the --grid axes, the --zip axes varying together.
@@ -16,6 +18,20 @@ struct Grid {
   std::vector<std::vector<std::string>> points;
 };
 Grid expand_grid(const std::vector<std::string>& grid_specs, const std::vector<std::string>& zip_specs);
+
+/// A directory of the temporary area for the runs' captured output, named PREFIX-PID, removed with
+/// everything in it when this goes out of scope.
+struct ScratchDirectory {
+  explicit ScratchDirectory(const std::string& prefix)
+      : path(std::filesystem::temp_directory_path() / (prefix + "-" + std::to_string(::getpid()))) {}
+  ~ScratchDirectory() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path, ignored);
+  }
+  ScratchDirectory(const ScratchDirectory&) = delete;
+  ScratchDirectory& operator=(const ScratchDirectory&) = delete;
+  std::filesystem::path path;
+};
 
 struct PointOutcome {
   std::size_t index = 0;
