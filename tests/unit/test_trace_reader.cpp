@@ -27,6 +27,26 @@ struct BadTrace {
   int line, column;
 };
 
+// Each case's file (NAME + suffix), given to `read`, is refused with its message, at its line and
+// column, under `key`, naming the file.
+template <class Cases, class Read>
+void check_refused(const Cases& cases, const std::string& suffix, Read read, const std::string& key) {
+  for (const BadTrace& c : cases) {
+    INFO(c.name);
+    const std::string path = write_file(std::string(c.name) + suffix, c.text);
+    try {
+      read(path);
+      FAIL("accepted a bad file");
+    } catch (const ScenarioError& e) {
+      CHECK_THAT(e.what(), Catch::Contains(c.message));
+      CHECK(e.key() == key);
+      CHECK(e.where().file == path);
+      CHECK(e.where().line == c.line);
+      CHECK(e.where().column == c.column);
+    }
+  }
+}
+
 }  // namespace
 
 TEST_CASE("malformed traces are refused with their row, column and what is wrong", "[unit]") {
@@ -45,20 +65,7 @@ TEST_CASE("malformed traces are refused with their row, column and what is wrong
       {"bad-timestamp", "TIMESTAMP,ContextTokens,GeneratedTokens\n12:3,100,10\n", "neither seconds nor", 2, 1},
       {"bad-clock", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 25:00:00,100,10\n", "not a valid", 2, 1},
   };
-  for (const BadTrace& c : cases) {
-    INFO(c.name);
-    const std::string path = write_file(std::string(c.name) + ".csv", c.text);
-    try {
-      read_trace(path);
-      FAIL("accepted a bad trace");
-    } catch (const ScenarioError& e) {
-      CHECK_THAT(e.what(), Catch::Contains(c.message));
-      CHECK(e.key() == "inference.workload.trace");
-      CHECK(e.where().file == path);
-      CHECK(e.where().line == c.line);
-      CHECK(e.where().column == c.column);
-    }
-  }
+  check_refused(cases, ".csv", [](const std::string& path) { (void)read_trace(path); }, "inference.workload.trace");
 }
 
 TEST_CASE("traces with a byte-order mark, quoted cells, Azure timestamps across midnight read right", "[unit]") {
@@ -219,19 +226,7 @@ TEST_CASE("workload.lengths refuses a bad file at its row and column, and the di
       {"pairs-short", "prompt_tokens,output_tokens\n10\n", "too few columns", 2, 3},
       {"pairs-empty", "prompt_tokens,output_tokens\n", "no length pairs", 1, 1},
   };
-  for (const BadTrace& c : cases) {
-    INFO(c.name);
-    const std::string path = write_file(std::string(c.name) + ".csv", c.text);
-    try {
-      read_length_pairs(path);
-      FAIL("accepted");
-    } catch (const ScenarioError& e) {
-      CHECK_THAT(e.what(), Catch::Contains(c.message));
-      CHECK(e.where().line == c.line);
-      CHECK(e.where().column == c.column);
-      CHECK(e.key() == "inference.workload.lengths");
-    }
-  }
+  check_refused(cases, ".csv", [](const std::string& path) { (void)read_length_pairs(path); }, "inference.workload.lengths");
   const std::string pairs = write_file("pairs-ok.csv", "prompt_tokens,output_tokens\n10,10\n");
   const std::string both = "name: both\ncluster: {nodes: 1, gpus_per_node: 1, gpu: h100-sxm}\nmodel: llama-3-8b\ninference:\n"
                            "  workload: {arrival: poisson, rate: 5/s, lengths: " + pairs + ", prompt_tokens: 100, output_tokens: 10}\n";
