@@ -76,7 +76,7 @@ class BlockPool {
   std::map<int, std::vector<std::int32_t>> prefix_;                   // by prefix group
 };
 
-/// Blocks per layer, for methods whose layers keep different numbers of tokens (PyramidKV): every
+/// Blocks per layer, for methods whose layers keep different numbers of tokens (per-layer budgets): every
 /// block the scheduler counts is one block in each layer's region of the pool, and those layer
 /// blocks are handed to whichever (sequence, layer) needs them, so a deep layer's spare blocks hold
 /// a shallow layer's extra tokens. Ids are global: layer region r, block b is r x blocks + b. The

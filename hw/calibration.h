@@ -30,7 +30,8 @@ struct DeviceCalibration {
   std::vector<RateSample> decode_attention;
   /// Paged-cache writes of new tokens (quantise and scatter) per KV format: elements per second.
   std::vector<RateSample> kv_write;
-  /// H2O's prompt scoring (the prompt's attention probabilities summed per key, once per layer):
+  /// Prompt scoring of the methods that accumulate attention scores (KvSelection::accumulated_scores:
+  /// the prompt's attention probabilities summed per key, once per layer):
   /// causal query-key pairs x query heads per second. 0: not measured.
   double prompt_scoring_pairs_per_s = 0;
   double gemm_best_flops = 0, gemm_median_flops = 0;

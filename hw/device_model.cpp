@@ -4,8 +4,8 @@
 #include <numeric>
 #include <stdexcept>
 
-#include "hw/kivi_cache.h"
-#include "hw/kv_eviction.h"
+#include "hw/kv/channel_key_group_cache.h"
+#include "hw/kv/kv_eviction.h"
 #include "models/backend.h"
 #include "models/kv/kv_method.h"
 
@@ -25,10 +25,10 @@ kernels::KvFormat kv_format(const Scenario& s) {
                       "' is simulated only (" + method.simulated_only_because + ")");
   }
   switch (method.storage) {
-    case KvStorage::vectors:  // 16-bit, or fp8 e4m3 with vLLM's default scale of 1; eviction keeps fewer (hw/kv_eviction.h)
+    case KvStorage::vectors:  // 16-bit, or fp8 e4m3 with vLLM's default scale of 1; eviction keeps fewer (hw/kv/kv_eviction.h)
       f.element = s.inference->kv_cache.dtype == KvDtype::fp8 ? kernels::KvElement::fp8 : kernels::KvElement::fp16;
       break;
-    case KvStorage::channel_key_groups:  // the pool is KiviCache's (hw/kivi_cache.h); this is its values' format
+    case KvStorage::channel_key_groups:  // the pool is ChannelKeyGroupCache's (hw/kv/channel_key_group_cache.h); this is its values' format
     case KvStorage::token_groups:
       f.element = c.bits == 8 ? kernels::KvElement::int8 : c.bits == 4 ? kernels::KvElement::int4 : kernels::KvElement::int2;
       break;
@@ -91,7 +91,7 @@ DeviceModel::DeviceModel(const Scenario& s, const KvCompressor& kv, CachingAlloc
   global_shape_ = shape_;
   global_shape_.num_blocks = shape_.num_blocks * m_.layers;
   if (kv_method(s.inference->kv_cache.compression.method).storage == KvStorage::channel_key_groups) {
-    kivi_ = std::make_unique<KiviCache>(s, capacity_blocks, block_bytes, kernels_, allocator_);
+    grouped_keys_ = std::make_unique<ChannelKeyGroupCache>(s, capacity_blocks, block_bytes, kernels_, allocator_);
   } else {
     pool_bytes_ = static_cast<std::int64_t>(shape_.bytes()) * 2 * m_.layers;
     pool_ = static_cast<std::uint8_t*>(allocator_.allocate(pool_bytes_, "kv_cache"));
@@ -101,15 +101,15 @@ DeviceModel::DeviceModel(const Scenario& s, const KvCompressor& kv, CachingAlloc
 
 DeviceModel::~DeviceModel() {
   eviction_.reset();
-  kivi_.reset();
+  grouped_keys_.reset();
   if (pool_) allocator_.release(pool_);
   allocator_.release(weights_);
 }
 
-std::int64_t DeviceModel::pool_bytes() const { return (kivi_ ? kivi_->pool_bytes() : pool_bytes_) + eviction_->score_bytes(); }
+std::int64_t DeviceModel::pool_bytes() const { return (grouped_keys_ ? grouped_keys_->pool_bytes() : pool_bytes_) + eviction_->score_bytes(); }
 
 void DeviceModel::before_sync(const ScheduledIteration& it, const BlockPool& blocks) {
-  if (kivi_) kivi_->stage(it, blocks);
+  if (grouped_keys_) grouped_keys_->stage(it, blocks);
 }
 
 void DeviceModel::forward(const ScheduledIteration& it, const BlockPool& blocks, const LayerBlockPool* per_layer,
@@ -126,7 +126,7 @@ void DeviceModel::forward(const ScheduledIteration& it, const BlockPool& blocks,
   for (const Sequence* q : it.decoding) positions_.push_back(q->prompt + q->generated - 1);
   for (std::size_t i = 0; i < it.prefilling.size(); ++i)
     for (int t = 0; t < it.chunks[i]; ++t) positions_.push_back(it.prefilling[i]->prefilled + t);
-  if (kivi_) kivi_->lay_out(it, blocks);
+  if (grouped_keys_) grouped_keys_->lay_out(it, blocks);
   else lay_out(it, blocks, per_layer, 0);
   eviction_->begin(it, max_blocks_);
 
@@ -160,8 +160,8 @@ void DeviceModel::forward(const ScheduledIteration& it, const BlockPool& blocks,
     kernels_.copy_rows(inter + q_ + kv_, width_, v_new, kv_, tokens, kv_);
     const KvEviction::Step step{l,       k_cache,       v_cache, &shape, &it,    &tables_, max_blocks_, &context_,
                                 &prefill_tables_, &slots_, inter, width_};
-    if (kivi_) {
-      kivi_->append(l, k_new, v_new);
+    if (grouped_keys_) {
+      grouped_keys_->append(l, k_new, v_new);
     } else {
       eviction_->before_write(step);
       kernels_.write_paged(k_new, slots_.data(), tokens, shape, k_cache);
@@ -169,8 +169,8 @@ void DeviceModel::forward(const ScheduledIteration& it, const BlockPool& blocks,
     }
     if (decodes > 0) {
       kernels_.copy_rows(inter, width_, query, q_, decodes, q_);
-      if (kivi_) {
-        kivi_->decode_attention(l, query, m_.heads, attended);
+      if (grouped_keys_) {
+        grouped_keys_->decode_attention(l, query, m_.heads, attended);
       } else {
         auto args = kernels::make_decode_args(query, k_cache, v_cache, tables_.data(), context_.data(), attended, decodes, m_.heads,
                                               max_blocks_, shape);
@@ -180,7 +180,7 @@ void DeviceModel::forward(const ScheduledIteration& it, const BlockPool& blocks,
       }
       kernels_.copy_rows(attended, q_, inter + q_ + 2 * kv_, width_, decodes, q_);
     }
-    if (!kivi_) eviction_->after_attention(step);
+    if (!grouped_keys_) eviction_->after_attention(step);
     // Prefill attention: each chunk's queries against its prefix and itself (causal: half the
     // chunk on average), per head, as the iteration model counts it.
     for (std::size_t i = 0; i < it.prefilling.size(); ++i) {
@@ -205,7 +205,7 @@ void DeviceModel::forward(const ScheduledIteration& it, const BlockPool& blocks,
   }
   kernels_.synchronize();
   eviction_->end();
-  if (kivi_) kivi_->end();
+  if (grouped_keys_) grouped_keys_->end();
   for (float* t : {attended, query, v_new, k_new, logits, inter, normed, residual}) allocator_.release(t);
 }
 

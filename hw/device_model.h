@@ -25,7 +25,7 @@
 namespace memtwin::hw {
 
 class KvEviction;
-class KiviCache;
+class ChannelKeyGroupCache;
 
 /// The cache format the engine's KV kernels run this scenario's compression in; throws
 /// Unsupported for what they cannot lay out or a method that is simulated only.
@@ -42,9 +42,10 @@ class DeviceModel {
   ~DeviceModel();
   DeviceModel(const DeviceModel&) = delete;
   DeviceModel& operator=(const DeviceModel&) = delete;
-  /// K and V, and H2O's scores.
+  /// K and V, and the scores of a method that keeps them (hw/kv/kv_eviction.h).
   [[nodiscard]] std::int64_t pool_bytes() const;
-  /// KIVI: before the blocks are synced, the residuals this iteration quantises (hw/kivi_cache.h).
+  /// Channel-key groups: before the blocks are synced, the residuals this iteration quantises
+  /// (hw/kv/channel_key_group_cache.h).
   void before_sync(const ScheduledIteration& it, const BlockPool& blocks);
 
   /// One iteration; `per_layer` holds the blocks of methods whose layers keep different numbers
@@ -88,8 +89,8 @@ class DeviceModel {
   std::vector<std::vector<std::int32_t>> decode_tables_, prefill_tables_;
   int max_blocks_ = 1;
   kernels::PagedShape global_shape_;  // every layer's region as one pool of layer blocks
-  std::unique_ptr<KvEviction> eviction_;  // where tokens live; H2O's and SnapKV's scores
-  std::unique_ptr<KiviCache> kivi_;       // KIVI's pool and kernels, instead of pool_
+  std::unique_ptr<KvEviction> eviction_;  // where tokens live; the scores of the methods that keep them
+  std::unique_ptr<ChannelKeyGroupCache> grouped_keys_;  // the pool and kernels of channel-key groups, instead of pool_
   std::vector<int> sampled_;
 };
 

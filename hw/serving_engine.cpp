@@ -10,7 +10,7 @@
 
 #include "hw/block_pool.h"
 #include "hw/device_model.h"
-#include "hw/kivi_cache.h"
+#include "hw/kv/channel_key_group_cache.h"
 #include "hw/timed_serving_group.h"
 #include "hw/timed_serving_kernels.h"
 #include "models/backend.h"
@@ -38,7 +38,7 @@ void require_serving_support(const Scenario& s) {
   if (inf.tiers.nvme) throw Unsupported("the NVMe tier (inference.tiers.nvme) is simulated only; the host tier runs");
   if (!s.model.architecture_known) throw Unsupported("serving on a device needs the model's architecture");
   kv_format(s);
-  if (kv_method(inf.kv_cache.compression.method).storage == KvStorage::channel_key_groups) kivi_paged_shape(s, 1);
+  if (kv_method(inf.kv_cache.compression.method).storage == KvStorage::channel_key_groups) channel_key_group_shape(s, 1);
 }
 
 int serving_ranks(const Scenario& s) { return s.inference->serving.expert_parallel_size(); }
@@ -83,7 +83,7 @@ ServingMeasurement serve_on_device(const Scenario& s, ServingDevice& device, Ser
     out.kv_pool_bytes = model.pool_bytes();
     BatchScheduler scheduler(me, s, *kv, run, memory.capacity_blocks, memory.block_bytes.as_double());
     BlockPool blocks(memory.capacity_blocks, run);
-    std::optional<LayerBlockPool> layer_blocks;  // PyramidKV: each layer keeps its own number of tokens
+    std::optional<LayerBlockPool> layer_blocks;  // per-layer budgets: each layer keeps its own number of tokens
     if (kv_method(inf.kv_cache.compression.method).per_layer_budgets) {
       layer_blocks.emplace(memory.capacity_blocks, s.model.layers, *kv, inf.serving.block_size);
     }

@@ -16,9 +16,11 @@
 // sequences of a prefix group read through their block tables, as in vLLM; prefixes evicted to the
 // host tier and fetched back cross the host link before the iteration (proactive copies, which run
 // in the background, are not made).
-// StreamingLLM, H2O, SnapKV and PyramidKV keep their tokens as hw/kv_eviction.h says (the scored
-// ones on devices with the score kernels: the host, and CUDA's, not yet run on a GPU); PyramidKV's
-// layers have block tables of their own (hw/block_pool.h).
+// Methods that keep fewer tokens than they see keep them as hw/kv/kv_eviction.h says (those that
+// score tokens on devices with the score kernels: the host, and CUDA's); the layers of a method with
+// per-layer budgets have block tables of their own (hw/block_pool.h); keys grouped per channel live
+// in hw/kv/channel_key_group_cache.h. What a method stores and keeps is its descriptor's to say
+// (models/kv/kv_method.h).
 // A mixture-of-experts layer runs its router's GEMM, then each expert's GEMMs over the tokens routed
 // to it (balanced routing: the weights are synthetic), skipping experts without tokens.
 // Expert parallelism (inference.serving.expert_parallel) runs one process per replica, each holding
@@ -26,9 +28,8 @@
 // alike, step in lockstep (a rank without a batch runs a one-token dummy, as vLLM's data-parallel
 // ranks do), exchange each MoE layer's tokens, and rank 0 reports the merged run.
 // Supported: one replica or an expert-parallel group of them, no tensor or pipeline parallelism,
-// fp32 weights, KV compression none
-// (16-bit or fp8), int8/int4/int2 (head_dim 64, 128 or 256), streaming, h2o, snapkv or pyramidkv,
-// no NVMe tier. Anything else throws Unsupported naming it.
+// fp32 weights, every KV method whose descriptor runs on devices (16-bit or fp8 vectors, or integer
+// groups at head_dim 64, 128 or 256), no NVMe tier. Anything else throws Unsupported naming it.
 #include <cstdint>
 #include <memory>
 #include <optional>

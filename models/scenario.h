@@ -160,8 +160,8 @@ struct Cluster {
   std::map<std::string, std::map<double, double>> decode_attention_by_bytes;
   /// Measured paged-cache writes of new tokens' K and V by KV format, elements per second per GPU.
   std::map<std::string, double> kv_write_elements_per_s;
-  /// Measured H2O prompt scoring: causal query-key pairs x query heads per second per GPU, one
-  /// layer (0: half the prefill attention's roofline).
+  /// Measured prompt scoring of the methods that accumulate attention scores: causal query-key
+  /// pairs x query heads per second per GPU, one layer (0: half the prefill attention's roofline).
   double prompt_scoring_pairs_per_s = 0;
   std::optional<std::string> calibration;  ///< path to a calibration YAML
   std::optional<double> price_per_gpu_hour;

@@ -128,8 +128,10 @@ void declare_cluster(Table& t) {
         .at_least(kMinPerSecond).derived("the roofline of the written bytes");
   }
   t.add("cluster.kernels.prompt_scoring", K::number, none,
-        "measured H2O prompt scoring (the prompt's attention probabilities summed per key): causal query-key pairs x "
-        "query heads per second per GPU, one layer (memtwin calibrate)")
+        "measured prompt scoring of the methods that accumulate attention scores (" +
+            kv_method_names(KvSelection::accumulated_scores) +
+            "; the prompt's attention probabilities summed per key): causal query-key pairs x query heads per second "
+            "per GPU, one layer (memtwin calibrate)")
       .at_least(kMinPerSecond).derived("half the prefill attention's roofline");
   t.add("cluster.collectives.library", K::choice, none,
         "how collectives are costed: nccl (NCCL's tuning model, algorithm and protocol per call) or ring (one "

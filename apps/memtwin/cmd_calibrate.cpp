@@ -14,6 +14,7 @@
 #include "hw/host/host_calibration.h"
 #include "hw/host/mpi_collectives.h"
 #include "models/comm/nccl_tests.h"
+#include "models/kv/kv_method.h"
 #include "models/scenario/scenario_error.h"
 #include "models/unit_parse.h"
 
@@ -96,7 +97,8 @@ std::string calibration_yaml(const hw::DeviceCalibration& c, const std::string& 
   for (const auto& d : c.kv_write) y << "    " << d.what << ": " << number("%.4g", d.rate) << "\n";
   if (c.prompt_scoring_pairs_per_s > 0) {
     y << "  prompt_scoring: " << number("%.4g", c.prompt_scoring_pairs_per_s)
-      << "   # H2O's prompt scores: causal query-key pairs x query heads per second, one layer\n";
+      << "   # prompt scores of accumulated-score eviction (" << kv_method_names(KvSelection::accumulated_scores)
+      << "): causal query-key pairs x query heads per second, one layer\n";
   }
   y << "runtime:\n"
     << "  cuda_context: " << format_bytes(Bytes(c.runtime_bytes)) << "   # " << c.runtime_method << "\n";

@@ -33,7 +33,7 @@ int cmd_kernels(const Args& args) {
                        "Quantises KV with each format the kernels support and reports reconstruction error,\n"
                        "attention output error and top-k overlap against full precision, and the bytes per\n"
                        "token, checked against memtwin's size model. Synthetic KV has outlier key channels\n"
-                       "(10-50x), as KIVI and KVQuant describe.");
+                       "(10-50x), as published KV-quantisation studies report (docs/kv-kernels.md).");
   if (!vm) return kOk;
   const std::uint64_t seed = (*vm)["seed"].as<std::uint64_t>();
   kernels::KvTensor keys, values;

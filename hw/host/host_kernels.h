@@ -21,7 +21,8 @@ namespace memtwin::hw {
 /// Switches the calling thread, and the threads it starts afterwards, to flush denormal floats to
 /// zero (x86's FTZ and DAZ). A GPU computes on denormals at full speed; an Intel core takes a
 /// microcode assist per denormal operand or result (measured here: Adam over the streaming
-/// buffers' leftover bits at 4.5e6 instead of 5e8 updates per second; KIVI decode steps 15% slower).
+/// buffers' leftover bits at 4.5e6 instead of 5e8 updates per second; decode steps over
+/// channel-key groups 15% slower).
 /// The host device stands in for a GPU, so its times must not depend on how small its placeholder
 /// values get, nor on the CPU's vendor (AMD's cores pay far less).
 void flush_denormals_to_zero();

@@ -77,6 +77,8 @@ struct KvMethod {
 
   [[nodiscard]] std::string_view name() const { return kKvCompressionNames.name(id); }
   [[nodiscard]] bool quantizes() const { return storage != KvStorage::vectors; }
+  /// Whether the cache is smaller than its tokens in kv_cache.dtype: stored in fewer bits or fewer tokens kept.
+  [[nodiscard]] bool compresses() const { return quantizes() || selection != KvSelection::all; }
   [[nodiscard]] bool runs_on_devices() const { return simulated_only_because.empty(); }
   /// Whether the engine keeps per-token attention scores (H2O) or scores the prompt to select
   /// (SnapKV family): the work of attention-probability and eviction kernels.
@@ -107,6 +109,8 @@ class KvParameterReader {
 
 /// Every method, in the registry's order.
 const std::vector<const KvMethod*>& kv_methods();
+/// The names of the methods that select tokens this way, comma-separated, for documentation.
+std::string kv_method_names(KvSelection selection);
 const KvMethod& kv_method(KvCompression id);
 
 /// The schema entries of inference.kv_cache.compression's parameters: each key once, documented

@@ -28,6 +28,13 @@ const std::vector<const KvMethod*>& kv_methods() {
   return methods;
 }
 
+std::string kv_method_names(KvSelection selection) {
+  std::string names;
+  for (const KvMethod* m : kv_methods())
+    if (m->selection == selection) names.append(names.empty() ? "" : ", ").append(m->name());
+  return names;
+}
+
 const KvMethod& kv_method(KvCompression id) {
   for (const KvMethod* m : kv_methods())
     if (m->id == id) return *m;

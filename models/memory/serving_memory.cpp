@@ -211,7 +211,7 @@ std::vector<std::string> serving_fit_hints(const Scenario& s, const ServingMemor
     c.inference->weight_group_size = 128;
     consider("inference.weights.dtype=awq_int4", c);
   }
-  if (inf.kv_cache.compression.method == KvCompression::none) {
+  if (!kv_method(inf.kv_cache.compression.method).compresses()) {
     Scenario c = s;
     const KvSuggestion suggestion = kv_compression_to_suggest();
     c.inference->kv_cache.compression = suggestion.spec;

@@ -88,10 +88,10 @@ IterationModel::IterationModel(const Scenario& s) : s_(s) {
     // Each decode step writes every query head's attention probabilities (fp32), reads them back
     // into the per-KV-head accumulated scores (read and write) and scans the scores for the token
     // to evict; the scores' first read is in the cache bytes already.
-    h2o_upkeep_bytes_per_token_ = 4.0 * s.model.layers * (2.0 * s.model.heads + 3.0 * s.model.kv_heads);
+    score_upkeep_bytes_per_token_ = 4.0 * s.model.layers * (2.0 * s.model.heads + 3.0 * s.model.kv_heads);
     // The prompt's heavy hitters are its attention's column sums: QK^T once more (flash attention
     // does not return probabilities), half of the prefill attention's FLOPs.
-    h2o_prefill_score_factor_ = 0.5;
+    prompt_score_factor_ = 0.5;
     prompt_scoring_pairs_per_s_ = s.cluster.prompt_scoring_pairs_per_s;
   }
   // An eager engine (no CUDA graphs) makes the GPU wait for the host's dispatch of every layer.
@@ -114,7 +114,7 @@ IterationModel::IterationModel(const Scenario& s) : s_(s) {
     return table == tables.end() ? std::map<double, double>{} : table->second;
   };
   decode_kernel_by_bytes_ = table_for(decode_kernel_format(inf.kv_cache));
-  // KIVI's kernel reads its residual as fp16 vectors and its groups from codes, at rates of their own.
+  // Channel-key groups' kernel reads its residual as fp16 vectors and its groups from codes, at rates of their own.
   if (const std::string residual = residual_kernel_format(inf.kv_cache); !residual.empty()) {
     residual_kernel_by_bytes_ = table_for(residual);
   }
@@ -198,11 +198,12 @@ IterationOpSeconds IterationModel::compute_breakdown(const IterationLoad& load) 
   }
   const double prefill_math = 4 * attention_width_ * load.prefill_attention / tp_ / (peak_flops_ * eff.attention);
   const double prefill_attention = std::max(prefill_math, load.prefill_tokens * token_bytes_full_ / tp_ / (hbm_ * eff.memory));
-  // H2O scores the prompt once more for its heavy hitters: part of its selection. A measured
-  // scoring kernel (memtwin calibrate) prices its pairs; else half the prefill attention's roofline.
-  double selection = prompt_scoring_pairs_per_s_ > 0  // set for H2O only
+  // A method that accumulates scores scores the prompt once more for its heavy hitters: part of its
+  // selection. A measured scoring kernel (memtwin calibrate) prices its pairs; else half the
+  // prefill attention's roofline.
+  double selection = prompt_scoring_pairs_per_s_ > 0  // set for accumulated scores only
                          ? static_cast<double>(s_.model.layers) * s_.model.heads * load.prefill_attention / tp_ / prompt_scoring_pairs_per_s_
-                         : h2o_prefill_score_factor_ * prefill_math;
+                         : prompt_score_factor_ * prefill_math;
   if (selects_after_prefill_ && load.completed_prompt_tokens > 0) {
     // The window's queries against every prompt key (QK^T), then the kept K and V compacted: the
     // keys read once, the kept bytes read and written.
@@ -210,7 +211,7 @@ IterationOpSeconds IterationModel::compute_breakdown(const IterationLoad& load) 
     const double bytes = load.completed_prompt_tokens * token_bytes_full_ / 2 + 2 * load.completed_prompt_kept_bytes;
     selection += std::max(flops / (peak_flops_ * eff.attention), bytes / (hbm_ * eff.memory)) / tp_;
   }
-  const double h2o_upkeep = h2o_upkeep_bytes_per_token_ * load.decode_context / tp_ / (hbm_ * eff.memory);
+  const double score_upkeep = score_upkeep_bytes_per_token_ * load.decode_context / tp_ / (hbm_ * eff.memory);
   // A measured cache-write kernel (quantising and scattering every new token's K and V) adds its
   // time; without one the written bytes are in prefill attention's memory term above.
   const double kv_write = kv_write_elements_per_s_ > 0 ? tokens * kv_elements_per_token_ / tp_ / kv_write_elements_per_s_ : 0.0;
@@ -222,7 +223,7 @@ IterationOpSeconds IterationModel::compute_breakdown(const IterationLoad& load) 
   out[IterationOp::prefill_attention] = prefill_attention;
   out[IterationOp::kv_write] = kv_write;
   out[IterationOp::kv_selection] = selection;
-  out[IterationOp::score_upkeep] = h2o_upkeep;
+  out[IterationOp::score_upkeep] = score_upkeep;
   out[IterationOp::elementwise] = elementwise;
   out[IterationOp::host] = eager_seconds_;
   return out;

@@ -7,9 +7,9 @@
 // memory-bound kernels (norms, residual adds, rotary, the activation) move their bytes per token;
 // every new token's K and V are written to the paged cache (at `cluster.kernels.kv_write` where
 // measured).
-// Compression costs its upkeep: SnapKV-style selection once per prompt (scoring an observation
-// window against the prompt's keys, then compacting what is kept), H2O's attention-score
-// bookkeeping on every decode step and its scoring of the prompt. Weight-only int4 GEMMs also
+// Compression costs its upkeep, as its descriptor's selection says (models/kv/kv_method.h): a prompt
+// vote once per prompt (scoring an observation window against the prompt's keys, then compacting
+// what is kept); accumulated scores' bookkeeping on every decode step and their scoring of the prompt. Weight-only int4 GEMMs also
 // dequantise every weight on the CUDA cores. An engine without CUDA
 // graphs adds the host's dispatch per layer (cluster.runtime.eager_layer_overhead).
 // Tensor parallelism splits the work and adds two all-reduces per layer. Expert parallelism
@@ -35,7 +35,7 @@ struct IterationLoad {
   int prefills_completing = 0;     ///< prefill chunks that end their prompt (each samples its first token)
   double decode_context = 0;       ///< sum of their cached tokens (kept tokens for eviction methods)
   double kv_bytes_read = 0;        ///< compressed KV bytes the decode attention reads, whole replica
-  double decode_residual_context = 0;  ///< of decode_context, the tokens in a full-precision residual (KIVI)
+  double decode_residual_context = 0;  ///< of decode_context, the tokens in a full-precision residual (channel-key groups)
   double completed_prompt_tokens = 0;      ///< the prompts whose prefill ends this iteration: their lengths
   double completed_prompt_kept_bytes = 0;  ///< and the compressed bytes they keep (what a selection writes)
   /// With expert parallelism: the tokens of the whole group this iteration (every replica's batch,
@@ -107,21 +107,21 @@ class IterationModel {
   double dequant_ops_per_element_ = 0;  // KV
   double weight_dequant_ops_ = 0;       // per GPU and iteration (W4A16)
   double eager_seconds_ = 0;            // host dispatch the GPU waits for, per iteration
-  // Compression upkeep: the one-off selection after prefill (SnapKV, PyramidKV, entropy budgets)
-  // and H2O's attention-score bookkeeping, whole replica.
+  // Compression upkeep: the one-off selection after prefill (a prompt vote) and accumulated
+  // attention scores' bookkeeping, whole replica.
   bool selects_after_prefill_ = false;
   double selection_window_ = 0;             // observation-window queries scored against the prompt
-  double h2o_upkeep_bytes_per_token_ = 0;   // per kept token and decode step
-  double h2o_prefill_score_factor_ = 0;     // extra prefill-attention FLOPs for the prompt's scores
+  double score_upkeep_bytes_per_token_ = 0;  // per kept token and decode step
+  double prompt_score_factor_ = 0;           // extra prefill-attention FLOPs for the prompt's scores
   std::unique_ptr<KvCompressor> compressor_;
   double token_bytes_full_ = 0;   // uncompressed KV bytes per token, whole replica
   double kv_elements_per_token_ = 0;  // K and V elements per token, whole replica
   double elementwise_bytes_per_token_ = 0;  // norms, residuals, rotary, activation: whole model
   double decode_kernel_elements_per_s_ = 0;  // measured decode attention, 0: roofline
   std::map<double, double> decode_kernel_by_bytes_;  // measured by working set (preferred)
-  std::map<double, double> residual_kernel_by_bytes_;  // KIVI: the same kernel over its fp16 residual
+  std::map<double, double> residual_kernel_by_bytes_;  // channel-key groups: the same kernel over the fp16 residual
   double kv_write_elements_per_s_ = 0;       // measured paged-cache writes, 0: roofline
-  double prompt_scoring_pairs_per_s_ = 0;    // measured H2O prompt scoring, 0: roofline
+  double prompt_scoring_pairs_per_s_ = 0;    // measured prompt scoring (accumulated scores), 0: roofline
 };
 
 }  // namespace memtwin

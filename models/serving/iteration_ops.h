@@ -14,8 +14,8 @@ enum class IterationOp : std::size_t {
   decode_attention,   ///< the decoding sequences against their cached K and V
   prefill_attention,  ///< prompt chunks against their prefix and themselves
   kv_write,           ///< new tokens' K and V quantised and written into the paged cache
-  kv_selection,       ///< scoring a prompt and compacting what is kept (SnapKV, H2O's prompt)
-  score_upkeep,       ///< per decode step: H2O's accumulated scores and its evictions
+  kv_selection,       ///< scoring a prompt and compacting what is kept (a prompt vote; accumulated scores' prompt)
+  score_upkeep,       ///< per decode step: accumulated attention scores and their evictions
   elementwise,        ///< norms, rotary embedding, activation, copies, sampling
   collective,         ///< between GPUs: tensor parallelism's all-reduces, expert parallelism's
                       ///< all-gathers and reduce-scatters, with the wait for a lockstep group's slowest

@@ -33,8 +33,8 @@ class IterationPlan {
   explicit IterationPlan(const Scenario& s);
   /// The kinds of work an iteration with this load runs: weight GEMMs, elementwise work and cache
   /// writes for any token; prefill attention for prompt tokens; decode attention for decoding
-  /// sequences; the method's selection (a prompt-voting method when a prompt completes, H2O's
-  /// prompt scoring while prompts are prefilled) and H2O's score upkeep for every written token;
+  /// sequences; the method's selection (a prompt vote when a prompt completes, accumulated scores'
+  /// prompt scoring while prompts are prefilled) and accumulated scores' upkeep for every written token;
   /// the collectives between GPUs for any token where the replica spans several or shares experts.
   [[nodiscard]] IterationOpKinds kinds(const IterationLoad& load) const;
   /// The signatures of those kinds' ops under this scenario.

@@ -1,4 +1,4 @@
-#include "hw/kivi_cache.h"
+#include "hw/kv/channel_key_group_cache.h"
 
 #include <algorithm>
 #include <stdexcept>
@@ -9,7 +9,7 @@
 
 namespace memtwin::hw {
 
-kernels::KiviPagedShape kivi_paged_shape(const Scenario& s, std::int64_t capacity_blocks) {
+kernels::KiviPagedShape channel_key_group_shape(const Scenario& s, std::int64_t capacity_blocks) {
   const Inference& inf = *s.inference;
   const CompressionSpec& c = inf.kv_cache.compression;
   if (kv_method(c.method).storage != KvStorage::channel_key_groups) {
@@ -36,9 +36,9 @@ kernels::KiviPagedShape kivi_paged_shape(const Scenario& s, std::int64_t capacit
   return shape;
 }
 
-KiviCache::KiviCache(const Scenario& s, std::int64_t capacity_blocks, double block_bytes, ServingKernels& kernels,
+ChannelKeyGroupCache::ChannelKeyGroupCache(const Scenario& s, std::int64_t capacity_blocks, double block_bytes, ServingKernels& kernels,
                      CachingAllocator& allocator)
-    : shape_(kivi_paged_shape(s, capacity_blocks)), layers_(s.model.layers), kernels_(kernels), allocator_(allocator) {
+    : shape_(channel_key_group_shape(s, capacity_blocks)), layers_(s.model.layers), kernels_(kernels), allocator_(allocator) {
   if (!kernels_.supports_kivi()) throw Unsupported("this device has no KIVI kernels");
   // The scheduler's block is every layer's slice of it, so the pool is the memory model's.
   if (static_cast<double>(shape_.slice_bytes()) * layers_ != block_bytes) {
@@ -49,19 +49,19 @@ KiviCache::KiviCache(const Scenario& s, std::int64_t capacity_blocks, double blo
   pool_ = static_cast<std::uint8_t*>(allocator_.allocate(pool_bytes_, "kv_cache"));
 }
 
-KiviCache::~KiviCache() {
+ChannelKeyGroupCache::~ChannelKeyGroupCache() {
   end();
   allocator_.release(pool_);
 }
 
-std::vector<KiviCache::Entry> KiviCache::entries(const ScheduledIteration& it) {
+std::vector<ChannelKeyGroupCache::Entry> ChannelKeyGroupCache::entries(const ScheduledIteration& it) {
   std::vector<Entry> out;
   for (const Sequence* q : it.decoding) out.push_back({q, q->prompt + q->generated - 1, 1});
   for (std::size_t i = 0; i < it.prefilling.size(); ++i) out.push_back({it.prefilling[i], it.prefilling[i]->prefilled, it.chunks[i]});
   return out;
 }
 
-void KiviCache::stage(const ScheduledIteration& it, const BlockPool& blocks) {
+void ChannelKeyGroupCache::stage(const ScheduledIteration& it, const BlockPool& blocks) {
   end();
   const std::vector<Entry> all = entries(it);
   std::vector<std::int64_t> offset(all.size(), -1);  // halves into the staging of one layer
@@ -92,7 +92,7 @@ void KiviCache::stage(const ScheduledIteration& it, const BlockPool& blocks) {
   }
 }
 
-void KiviCache::lay_out(const ScheduledIteration& it, const BlockPool& blocks) {
+void ChannelKeyGroupCache::lay_out(const ScheduledIteration& it, const BlockPool& blocks) {
   const std::vector<Entry> all = entries(it);
   std::vector<std::vector<std::int32_t>> tables;
   max_blocks_ = 1;
@@ -123,7 +123,7 @@ void KiviCache::lay_out(const ScheduledIteration& it, const BlockPool& blocks) {
   }
 }
 
-void KiviCache::append(int layer, const float* k_new, const float* v_new) {
+void ChannelKeyGroupCache::append(int layer, const float* k_new, const float* v_new) {
   if (cached_.empty()) return;
   auto a = kernels::make_kivi_append_args(k_new, v_new, static_cast<int>(cached_.size()), first_row_.data(), added_.data(),
                                           cached_.data(), tables_.data(), max_blocks_, shape_, layer_region(layer));
@@ -131,14 +131,14 @@ void KiviCache::append(int layer, const float* k_new, const float* v_new) {
   kernels_.kivi_append(a);
 }
 
-void KiviCache::decode_attention(int layer, const float* query, int q_heads, float* out) {
+void ChannelKeyGroupCache::decode_attention(int layer, const float* query, int q_heads, float* out) {
   if (decodes_ == 0) return;
   // The decodes' rows of the tables come first.
   kernels_.kivi_decode_attention(kernels::make_kivi_decode_args(query, layer_region(layer), tables_.data(), context_.data(), out,
                                                                 decodes_, q_heads, max_blocks_, shape_));
 }
 
-void KiviCache::end() {
+void ChannelKeyGroupCache::end() {
   if (staging_) allocator_.release(staging_);
   staging_ = nullptr;
   staged_.clear();

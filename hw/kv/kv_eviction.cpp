@@ -1,4 +1,4 @@
-#include "hw/kv_eviction.h"
+#include "hw/kv/kv_eviction.h"
 
 #include <algorithm>
 #include <cmath>

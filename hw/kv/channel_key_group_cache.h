@@ -1,5 +1,6 @@
 #pragma once
-// KIVI on the serving engine (hw/serving_engine.h): every layer's region of the pool laid out as
+// Keys grouped per channel with a 16-bit residual (KvStorage::channel_key_groups: KIVI) on the
+// serving engine (hw/serving_engine.h): every layer's region of the pool laid out as
 // kernels/kivi_paged.h says, each layer's append of the new tokens and the decodes' attention.
 //
 // KIVI sequences shrink when a key group is quantised (G fp16 tokens become one smaller group),
@@ -22,16 +23,16 @@ namespace memtwin::hw {
 
 /// The scenario's KIVI cache on one device with `capacity_blocks` blocks; throws Unsupported
 /// (models/backend.h) naming the setting to change where the engine cannot lay it out.
-kernels::KiviPagedShape kivi_paged_shape(const Scenario& s, std::int64_t capacity_blocks);
+kernels::KiviPagedShape channel_key_group_shape(const Scenario& s, std::int64_t capacity_blocks);
 
-class KiviCache {
+class ChannelKeyGroupCache {
  public:
   /// Allocates the pool: `layers` regions of the shape's bytes, exactly capacity x block_bytes.
-  KiviCache(const Scenario& s, std::int64_t capacity_blocks, double block_bytes, ServingKernels& kernels,
-            CachingAllocator& allocator);
-  ~KiviCache();
-  KiviCache(const KiviCache&) = delete;
-  KiviCache& operator=(const KiviCache&) = delete;
+  ChannelKeyGroupCache(const Scenario& s, std::int64_t capacity_blocks, double block_bytes, ServingKernels& kernels,
+                       CachingAllocator& allocator);
+  ~ChannelKeyGroupCache();
+  ChannelKeyGroupCache(const ChannelKeyGroupCache&) = delete;
+  ChannelKeyGroupCache& operator=(const ChannelKeyGroupCache&) = delete;
   [[nodiscard]] std::int64_t pool_bytes() const { return pool_bytes_; }
 
   /// Before the blocks are synced to the scheduler's counts: stages the residual of every sequence
