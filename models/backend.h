@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "models/progress.h"
 #include "models/result.h"
 #include "models/scenario.h"
 
@@ -26,6 +27,11 @@ class Backend {
   /// Runs the scenario. Running out of memory is a result (fits = false), not an exception;
   /// exceptions mean the backend could not run at all.
   virtual RunResult run(const Scenario& scenario) = 0;
+  /// Where the next runs report how far they are (null: nowhere). Backends that report nothing ignore it.
+  void report_progress_to(Progress* progress) { progress_ = progress; }
+
+ protected:
+  Progress* progress_ = nullptr;
 };
 
 }  // namespace memtwin

@@ -54,7 +54,7 @@ struct Side {
 
 }  // namespace
 
-DisaggregatedRun simulate_disaggregated_serving(const Scenario& s) {
+DisaggregatedRun simulate_disaggregated_serving(const Scenario& s, Progress* progress) {
   const Inference& inf = *s.inference;
   std::vector<Request> requests = generate_requests(inf, s.seed);
   refuse_beyond_machine(s, estimate_serving(requests));
@@ -82,6 +82,7 @@ DisaggregatedRun simulate_disaggregated_serving(const Scenario& s) {
   };
   auto finish = [&] {
     ++finished;
+    if (progress) progress->report(finished, total, "requests");
     if (closed_loop && next < total) route(next++);
     if (finished >= total) close_all();
   };

@@ -7,6 +7,7 @@
 // transfer ends (TTFT includes it), and the decode instance decodes the rest. Each instance runs
 // the colocated engine's replica actor (sim/serving_replicas.h) under its instance scenario
 // (models/serving/disaggregation.h).
+#include "models/progress.h"
 #include "models/scenario.h"
 #include "models/serving/serving_run.h"
 
@@ -17,6 +18,6 @@ struct DisaggregatedRun {
   ServingRun prefill_run;  ///< the prefill instances' own counters (iterations, peak blocks, op times)
 };
 
-DisaggregatedRun simulate_disaggregated_serving(const Scenario& deployment);
+DisaggregatedRun simulate_disaggregated_serving(const Scenario& deployment, Progress* progress = nullptr);
 
 }  // namespace memtwin::sim

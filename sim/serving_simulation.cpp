@@ -18,7 +18,7 @@
 
 namespace memtwin::sim {
 
-ServingRun simulate_serving(const Scenario& s) {
+ServingRun simulate_serving(const Scenario& s, Progress* progress) {
   const Inference& inf = *s.inference;
   if (inf.disaggregation) throw std::logic_error("simulate_serving: a disaggregated deployment (simulate_disaggregated_serving)");
   const ServingMemory memory = serving_memory(s);
@@ -82,6 +82,7 @@ ServingRun simulate_serving(const Scenario& s) {
   for (auto& g : groups) {
     g->on_finish([&](std::size_t) {  // a completion or a rejection
       ++finished;
+      if (progress) progress->report(finished, out.requests.size(), "requests");
       if (closed_loop && next < out.requests.size()) route(next++);
       if (finished >= out.requests.size()) close_all();
     });

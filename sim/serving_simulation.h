@@ -7,10 +7,11 @@
 // the replica's GPUs, and NVMe demotions and proactive offloads run in the background, contending
 // with later transfers. Requests are data inside the actors, not actors.
 #include "models/scenario.h"
+#include "models/progress.h"
 #include "models/serving/serving_run.h"
 
 namespace memtwin::sim {
 
-ServingRun simulate_serving(const Scenario& scenario);
+ServingRun simulate_serving(const Scenario& scenario, Progress* progress = nullptr);
 
 }  // namespace memtwin::sim

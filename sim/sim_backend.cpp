@@ -37,7 +37,7 @@ class SimBackend final : public Backend {
     std::shared_ptr<const ServingRun> run;
     std::set<std::string> ops;
     if (s.inference->disaggregation) {
-      sim::DisaggregatedRun both = sim::simulate_disaggregated_serving(s);
+      sim::DisaggregatedRun both = sim::simulate_disaggregated_serving(s, progress_);
       r.metrics["disaggregation"] = disaggregation_report(s, both.run, both.prefill_run);
       // Each side's ops at its own tensor parallelism; every GPU's work, both sides'.
       ops = IterationPlan(instance_scenario(s, InstanceRole::decode)).signatures(both.run.planned_op_kinds);
@@ -45,7 +45,7 @@ class SimBackend final : public Backend {
       both.run.op_seconds += both.prefill_run.op_seconds;
       run = std::make_shared<const ServingRun>(std::move(both.run));
     } else {
-      run = std::make_shared<const ServingRun>(sim::simulate_serving(s));
+      run = std::make_shared<const ServingRun>(sim::simulate_serving(s, progress_));
       ops = IterationPlan(s).signatures(run->planned_op_kinds);
     }
     add_serving_results(r.metrics, r.notes, s, *run);
@@ -82,7 +82,7 @@ class SimBackend final : public Backend {
   RunResult run(const Scenario& s) override {
     if (!s.training) return run_serving(s);
     const Plan plan = build_training_plan(s);
-    sim::StepSimulation step = sim::simulate_step(s, plan);
+    sim::StepSimulation step = sim::simulate_step(s, plan, sim::kTracedRanks, progress_);
     RunResult r;
     r.backend = name();
     r.metrics["model"] = model_report(s);

@@ -92,6 +92,12 @@ class Simulation {
     return out;
   }
 
+  void report_progress_to(Progress* progress) {
+    progress_ = progress;
+    total_ops_ = 0;
+    for (const RankState& rank : ranks_) total_ops_ += rank.done.size();
+  }
+
   void start_actors() {
     result_.simulated_ranks = static_cast<int>(rank_of_slot_.size());
     for (int slot = 0; slot < static_cast<int>(rank_of_slot_.size()); ++slot) {
@@ -189,6 +195,7 @@ class Simulation {
       for (auto& a : actors) a->resume();
     }
     ++result_.activities;
+    if (progress_) progress_->report(++ops_done_, total_ops_, "ops");
   }
 
   void execute(int rank, std::uint32_t index, const Op& op) {
@@ -373,11 +380,13 @@ class Simulation {
   std::map<std::tuple<std::string, std::string, int>, std::unique_ptr<Rendezvous>> rendezvous_;
   std::map<std::tuple<Collective, std::string, int, double>, CollectivePlan> folded_plans_;
   StepSimulation result_;
+  Progress* progress_ = nullptr;
+  std::uint64_t ops_done_ = 0, total_ops_ = 0;
 };
 
 }  // namespace
 
-StepSimulation simulate_step(const Scenario& scenario, const Plan& plan, int trace_ranks) {
+StepSimulation simulate_step(const Scenario& scenario, const Plan& plan, int trace_ranks, Progress* progress) {
   const NodeChoice choice = simulated_nodes(scenario, plan);
   const std::vector<int>& nodes = choice.nodes;
   // Each actor's stack is a memory mapping of its own (and one more for its guard page): past the
@@ -397,6 +406,7 @@ StepSimulation simulate_step(const Scenario& scenario, const Plan& plan, int tra
   refuse_beyond_machine(scenario, estimate_step(plan, ranks, trace_ranks, actors));
   auto engine = make_engine(2 * actors + spare <= maps);
   Simulation sim(scenario, plan, trace_ranks, nodes);
+  sim.report_progress_to(progress);
   sim.start_actors();
   engine->run();
   StepSimulation result = sim.result();

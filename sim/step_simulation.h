@@ -18,6 +18,7 @@
 #include "models/memory/out_of_memory.h"
 #include "models/plan/plan.h"
 #include "models/plan/step_trace.h"
+#include "models/progress.h"
 #include "models/scenario.h"
 
 namespace memtwin::sim {
@@ -40,7 +41,12 @@ struct StepSimulation {
   std::string fidelity_reason;         ///< why, when simulation.fidelity was auto
 };
 
-StepSimulation simulate_step(const Scenario& scenario, const Plan& plan, int trace_ranks = 8);
+/// The ranks whose ops a step's trace holds, unless told otherwise.
+inline constexpr int kTracedRanks = 8;
+
+/// `progress` hears how many of the simulated ranks' plan ops have completed.
+StepSimulation simulate_step(const Scenario& scenario, const Plan& plan, int trace_ranks = kTracedRanks,
+                             Progress* progress = nullptr);
 
 /// The category a plan tensor belongs to in the memory breakdown.
 std::string tensor_category(const std::string& tensor);

@@ -9,6 +9,7 @@
 #include "apps/memtwin/layer_truncation.h"
 #include "apps/memtwin/options.h"
 #include "apps/memtwin/point_runner.h"
+#include "apps/memtwin/terminal_progress.h"
 #include "apps/memtwin/run_directory.h"
 #include "apps/memtwin/seed_spread.h"
 #include "apps/memtwin/text_report.h"
@@ -123,7 +124,13 @@ int cmd_run(const Args& args) {
                                                "on the hardware backend run it once per seed with --set seed=N");
   }
   auto backend = make_backend(backend_name, hw);
-  RunResult result = backend->run(loaded.scenario);
+  RunResult result;
+  {
+    TerminalProgress progress = TerminalProgress::for_stderr();
+    backend->report_progress_to(&progress);
+    result = backend->run(loaded.scenario);
+    backend->report_progress_to(nullptr);
+  }
   if (!result.primary) return result.fits ? kOk : kDoesNotFit;  // another process reports
   nlohmann::ordered_json doc = result_document(loaded, result);
   if (seed_count > 1) doc["seeds"] = seed_spread(seeds, with_other_seeds(*vm, backend_name, seeds, doc));
