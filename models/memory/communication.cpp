@@ -27,9 +27,10 @@ DataParallelTraffic data_parallel_traffic(const Scenario& s) {
     out.all_gather_bytes = 2.0 * microbatches * gathered_bytes * ring;
     out.reduce_scatter_bytes = model_bytes * ring;
   } else if (layout.gradients || layout.optimizer || layout.parameters) {
-    // ZeRO-1/2 (and FSDP shard_grad_op): reduce-scatter gradients, all-gather updated parameters.
+    // ZeRO-1/2 and FSDP shard_grad_op: reduce-scatter gradients, all-gather the updated parameters
+    // once per step, after the optimizer step.
     out.reduce_scatter_bytes = model_bytes * ring;
-    out.all_gather_bytes = gathered_bytes * ring * (layout.parameters ? microbatches : 1);
+    out.all_gather_bytes = gathered_bytes * ring;
   } else {
     out.all_reduce_bytes = 2.0 * model_bytes * (dp - 1.0) / dp;
   }

@@ -53,7 +53,14 @@ std::vector<PersistentBuffer> buckets(const Training& t, const RankShare& share,
         }
       }
       break;
-    case ShardingStrategy::fsdp: break;  // FSDP's buffers are the gathered units themselves
+    case ShardingStrategy::fsdp:
+      // Otherwise FSDP's buffers are the gathered units themselves. shard_grad_op keeps its
+      // parameters sharded at rest but unsharded from a step's forward to its backward, so a step
+      // holds them whole throughout (the plan gathers them once per step, after the optimizer).
+      if (t.sharding.fsdp_mode == FsdpMode::shard_grad_op && dp > 1) {
+        out.push_back({"fsdp.unsharded_parameters", ceil_bytes(share.parameters * element)});
+      }
+      break;
   }
   return out;
 }

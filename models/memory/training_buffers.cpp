@@ -23,8 +23,9 @@ double fsdp_buffers(const Training& t, const RankShare& share, const ShardingDes
       return (root + units_in_flight * unit + (d.unsharded_block_gradient ? unit : 0)) * element_bytes;
     }
     case FsdpMode::shard_grad_op:
-      // Parameters stay unsharded from forward through backward (the ZeRO-2 analogue).
-      return (share.parameters + unit) * element_bytes;
+      // The unsharded parameters are a persistent buffer (sharding_strategy.h); gradients go
+      // straight into their reduce-scatter, as ZeRO-2's.
+      return 0;
     case FsdpMode::no_shard:
       // Mixed precision casts the fp32 flat parameters of the units being computed to low-precision
       // copies; in fp32 the units compute on their flat parameters directly.

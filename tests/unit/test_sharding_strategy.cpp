@@ -86,10 +86,10 @@ TEST_CASE("DeepSpeed ZeRO-3's contiguous-gradients bucket is reduce_bucket_size 
 TEST_CASE("a MoE run with expert parallelism: the simulated peak equals the closed form byte for byte where no "
           "parameters are gathered",
           "[unit]") {
-  // DDP, ZeRO-1/2, Megatron's distributed optimizer and FSDP's no_shard hold the same tensors all
-  // step long, so the timeline's peak is the closed form's sum: the states, the buckets, the stored
-  // activations and the working block, and one NCCL buffer per communicator -- the expert-parallel
-  // one included.
+  // DDP, ZeRO-1/2, Megatron's distributed optimizer and FSDP's no_shard and shard_grad_op (whose
+  // parameters are unsharded through the step) hold the same tensors all step long, so the
+  // timeline's peak is the closed form's sum: the states, the buckets, the stored activations and
+  // the working block, and one NCCL buffer per communicator -- the expert-parallel one included.
   const std::string moe = source_path("scenarios/host/train-moe-ep2-2ranks.yaml");
   const std::vector<std::vector<std::string>> strategies = {
       {"training.sharding={strategy: ddp}"},
@@ -98,6 +98,7 @@ TEST_CASE("a MoE run with expert parallelism: the simulated peak equals the clos
       {"training.sharding.stage=2", "training.micro_batch=2"},
       {"training.framework=megatron", "training.sharding.stage=1"},
       {"training.framework=fsdp", "training.sharding={strategy: fsdp, mode: no_shard}"},  // fp32: no cast copies
+      {"training.framework=fsdp", "training.sharding={strategy: fsdp, mode: shard_grad_op}"},
   };
   for (const auto& sets : strategies) {
     INFO(sets.back());
