@@ -4,6 +4,7 @@
 // runs it alone (RUN_SERIAL) so that nothing else competes for the cores it measures.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -11,8 +12,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "models/serving/iteration_ops.h"
 #include "tests/test_support.h"
 
+using memtwin::kIterationOpNames;
 using memtwin::test::run_memtwin;
 using memtwin::test::source_path;
 namespace fs = std::filesystem;
@@ -29,6 +32,21 @@ double error_of(const nlohmann::json& validation, const std::string& metric) {
     if (m["metric"] == metric) return m["error_pct"].get<double>();
   FAIL("no " << metric << " in the validation");
   return 0;
+}
+
+// A serving validation ran one iteration plan on both sides and compares every kind of work in it.
+void check_one_plan(const nlohmann::json& validation) {
+  CHECK(validation["predicted_plan_hash"].is_string());
+  CHECK(validation["predicted_plan_hash"] == validation["measured_plan_hash"]);
+  for (const char* kind : kIterationOpNames) {
+    INFO(kind);
+    const std::string metric = std::string("op_time_s.") + kind;
+    const auto row = std::find_if(validation["metrics"].begin(), validation["metrics"].end(),
+                                  [&](const nlohmann::json& m) { return m["metric"] == metric; });
+    REQUIRE(row != validation["metrics"].end());
+    CHECK((*row)["predicted"].is_number());
+    CHECK((*row)["measured"].is_number());
+  }
 }
 
 fs::path results_dir() {
@@ -108,6 +126,7 @@ TEST_CASE("after calibrating the host, validate predicts memory within 10% and t
     const auto serve = validate_within_limits("scenarios/host/serve-" + kv + "-kv.yaml", 1, "serve-" + kv + "-kv", limits);
     CHECK(std::abs(error_of(serve, "memory.gpu.peak_bytes")) <= 10);
     for (const auto& [metric, limit] : limits) CHECK(std::abs(error_of(serve, metric)) <= limit);
+    check_one_plan(serve);
   }
   // Expert parallelism over two ranks, both busy at once: judged against the two-rank
   // calibration, as training is.
@@ -115,4 +134,5 @@ TEST_CASE("after calibrating the host, validate predicts memory within 10% and t
   CHECK(ep["ranks"] == 2);
   CHECK(std::abs(error_of(ep, "memory.gpu.peak_bytes")) <= 10);
   for (const auto& [metric, limit] : serving) CHECK(std::abs(error_of(ep, metric)) <= limit);
+  check_one_plan(ep);
 }
