@@ -30,6 +30,7 @@ const std::vector<std::vector<std::string>> kStrategies = {
     {"training.framework=deepspeed", "training.sharding.strategy=zero", "training.sharding.stage=3",
      "training.sharding.reduce_bucket_size=1e7"},
     {"training.framework=fsdp", "training.sharding.strategy=fsdp"},
+    {"training.framework=fsdp", "training.sharding.strategy=fsdp", "training.sharding.mode=shard_grad_op"},
     {"training.framework=megatron", "training.sharding.strategy=zero", "training.sharding.stage=1"},
 };
 
@@ -60,7 +61,9 @@ TEST_CASE("every bucket a sharding strategy keeps is allocated by the plan and c
     CHECK(m.buffers >= d.persistent_bytes());
     if (!d.persistent_buffers.empty()) ++with_buckets;
   }
-  CHECK(with_buckets == 6);  // all but FSDP's and Megatron's, whose buffers are the gathered units or main_grad
+  // All but FSDP full shard's and Megatron's, whose buffers are the gathered units or main_grad;
+  // shard_grad_op's is its unsharded parameters.
+  CHECK(with_buckets == 7);
 }
 
 TEST_CASE("DeepSpeed ZeRO-3's contiguous-gradients bucket is reduce_bucket_size elements of the parameters' dtype",
