@@ -5,7 +5,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -14,8 +13,8 @@
 #include <stdexcept>
 
 #include "apps/memtwin/commands.h"
+#include "apps/memtwin/terminal_progress.h"
 
-extern char** environ;
 
 namespace fs = std::filesystem;
 
@@ -109,7 +108,11 @@ void run_points(const std::string& scenario, const std::string& backend, const s
   const std::string self = fs::canonical("/proc/self/exe").string();
   std::map<pid_t, std::size_t> running;
   std::size_t next = 0, finished = 0;
-  const auto start = std::chrono::steady_clock::now();
+  TerminalProgress progress = TerminalProgress::for_stderr(1);
+  std::vector<std::string> env_s = TerminalProgress::quiet_child_environment();
+  std::vector<char*> env;
+  for (auto& e : env_s) env.push_back(e.data());
+  env.push_back(nullptr);
   auto file = [&](std::size_t index, const char* kind) {
     return scratch / ("point" + std::to_string(index) + "." + kind);
   };
@@ -125,7 +128,7 @@ void run_points(const std::string& scenario, const std::string& backend, const s
     posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, file(index, "out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, file(index, "err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     pid_t pid;
-    const int failed = posix_spawn(&pid, self.c_str(), &actions, nullptr, argv.data(), environ);
+    const int failed = posix_spawn(&pid, self.c_str(), &actions, nullptr, argv.data(), env.data());
     posix_spawn_file_actions_destroy(&actions);
     if (failed) throw std::runtime_error("cannot start " + self);
     running[pid] = index;
@@ -146,12 +149,8 @@ void run_points(const std::string& scenario, const std::string& backend, const s
     fs::remove(file(outcome.index, "err"));
     running.erase(it);
     on_done(outcome);
-    ++finished;
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::fprintf(stderr, "\r[%zu/%zu] %.0f s elapsed, ETA %.0f s   ", finished, todo.size(), elapsed,
-                 elapsed / finished * (todo.size() - finished));
+    progress.report(++finished, todo.size(), "points");
   }
-  if (!todo.empty()) std::fprintf(stderr, "\n");
 }
 
 }  // namespace memtwin::cli

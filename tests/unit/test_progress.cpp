@@ -2,7 +2,9 @@
 // fed by the simulators' own counts, and without effect on any result.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -33,7 +35,8 @@ test::ProcessResult run_with_progress(const char* setting, const std::vector<std
 }  // namespace
 
 TEST_CASE("progress text: percent, the total with thousands separators, the unit and whole seconds", "[unit]") {
-  CHECK(progress_text(41000, 100000, "requests", 6.7) == "41% of 100,000 requests, 6 s");
+  CHECK(progress_text(41000, 100000, "requests", 6.7) == "41% of 100,000 requests, 6 s, about 10 s left");
+  CHECK(progress_text(41000, 100000, "requests", 0.7) == "41% of 100,000 requests, 0 s");  // no pace yet
   CHECK(progress_text(7, 7, "ops", 0.2) == "100% of 7 ops, 0 s");
   CHECK(progress_text(0, 0, "ops", 0) == "100% of 0 ops, 0 s");
 }
@@ -48,7 +51,7 @@ TEST_CASE("the progress line waits for its delay, redraws in place and is taken 
     clock.now += 3s;
     for (int i = 2049; i <= 41984; ++i) line.report(i, 100000, "requests");
     // Then on the next 1,024th report (the 3,072nd), and at most every 200 ms.
-    CHECK(out.str() == "\r\033[Kmemtwin: 3% of 100,000 requests, 3 s");
+    CHECK(out.str() == "\r\033[Kmemtwin: 3% of 100,000 requests, 3 s, about 95 s left");
     clock.now += 1s;
     line.report(100000, 100000, "requests");  // the last report draws at once
     CHECK(out.str().find("100% of 100,000 requests, 4 s") != std::string::npos);
@@ -89,4 +92,21 @@ TEST_CASE("serving and training simulations report their progress and their resu
     CHECK(shown.err.find("\r\033[K") != std::string::npos);
     CHECK(hidden.err.find("memtwin: ") == std::string::npos);
   }
+}
+
+TEST_CASE("a sweep draws one line for its points; its point processes run with theirs off", "[unit]") {
+  setenv("MEMTWIN_PROGRESS", "always", 1);
+  const std::vector<std::string> env = TerminalProgress::quiet_child_environment();
+  unsetenv("MEMTWIN_PROGRESS");
+  CHECK(std::count(env.begin(), env.end(), "MEMTWIN_PROGRESS=never") == 1);
+  CHECK(std::count(env.begin(), env.end(), "MEMTWIN_PROGRESS=always") == 0);
+
+  const std::string dir = "/tmp/memtwin-test-sweep-progress";
+  std::filesystem::remove_all(dir);
+  const test::ProcessResult r =
+      run_with_progress("always", {"sweep", test::source_path("scenarios/quickstart.yaml"), "--grid", "training.micro_batch=1,2",
+                                   "--backend", "analytic", "-j", "2", "--out", dir});
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.err.find("memtwin: 100% of 2 points") != std::string::npos);
+  std::filesystem::remove_all(dir);
 }
