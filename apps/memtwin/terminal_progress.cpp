@@ -47,12 +47,16 @@ TerminalProgress::TerminalProgress(std::ostream& out, bool enabled, std::chrono:
 
 TerminalProgress TerminalProgress::for_stderr(std::uint64_t reports_per_clock_read) {
   const char* setting = std::getenv(kSetting);
-  const std::string choice = setting ? setting : "auto";
+  std::string choice = setting ? setting : "auto";
+  if (choice != "auto" && choice != "always" && choice != "never") {
+    std::cerr << "memtwin: " << kSetting << "=" << choice << ": expected auto, always or never; using auto\n";
+    choice = "auto";
+  }
   const char* term = std::getenv("TERM");
   const bool terminal = isatty(STDERR_FILENO) == 1 && !(term && std::strcmp(term, "dumb") == 0);
   const bool always = choice == "always";
   return TerminalProgress(std::cerr, always || (choice != "never" && terminal),
-                          always ? std::chrono::milliseconds(0) : std::chrono::milliseconds(2000),
+                          always ? std::chrono::milliseconds(0) : kProgressDelay,
                           std::chrono::steady_clock::now, reports_per_clock_read);
 }
 

@@ -15,14 +15,18 @@
 
 namespace memtwin {
 
+/// How long a run goes before its line appears.
+inline constexpr std::chrono::milliseconds kProgressDelay{2000};
+
 class TerminalProgress final : public Progress {
  public:
   using Clock = std::function<std::chrono::steady_clock::time_point()>;
   /// Draws on `out` if `enabled`; `clock` is the time source (tests give their own).
-  TerminalProgress(std::ostream& out, bool enabled, std::chrono::milliseconds delay = std::chrono::seconds(2),
+  TerminalProgress(std::ostream& out, bool enabled, std::chrono::milliseconds delay = kProgressDelay,
                    Clock clock = std::chrono::steady_clock::now, std::uint64_t reports_per_clock_read = 1024);
   /// On stderr when it is a terminal (and TERM is not "dumb"); the environment variable
-  /// MEMTWIN_PROGRESS=never turns it off, =always draws from the start wherever stderr goes.
+  /// MEMTWIN_PROGRESS=never turns it off, =always draws from the start wherever stderr goes (any
+  /// other value is reported on stderr and taken as auto).
   static TerminalProgress for_stderr(std::uint64_t reports_per_clock_read = 1024);
   /// The environment a child process of this one runs in: this one's, with its progress line off
   /// (its stderr is captured; the parent draws the line).

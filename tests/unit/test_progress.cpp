@@ -110,3 +110,10 @@ TEST_CASE("a sweep draws one line for its points; its point processes run with t
   CHECK(r.err.find("memtwin: 100% of 2 points") != std::string::npos);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("an unknown MEMTWIN_PROGRESS is said, not silently taken", "[unit]") {
+  const test::ProcessResult r =
+      run_with_progress("yes", {"run", test::source_path("scenarios/quickstart.yaml"), "--backend", "analytic", "--json"});
+  CHECK(r.exit_code == 0);
+  CHECK(r.err.find("MEMTWIN_PROGRESS=yes: expected auto, always or never; using auto") != std::string::npos);
+}
