@@ -348,6 +348,7 @@ struct SloSpec {
 struct Disaggregation {
   int prefill_replicas = 1, prefill_tensor_parallel = 1;
   int decode_replicas = 1, decode_tensor_parallel = 1;
+  bool layerwise_transfer = false;  ///< KV streamed layer by layer while the prefill runs
   [[nodiscard]] int gpus() const { return prefill_replicas * prefill_tensor_parallel + decode_replicas * decode_tensor_parallel; }
 };
 

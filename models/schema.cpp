@@ -145,6 +145,10 @@ void declare_inference(Table& t) {
     t.add(key + ".replicas", K::integer, "1", std::string(side) + " instances (disaggregated serving)").at_least(1);
     t.add(key + ".tensor_parallel", K::integer, "1", std::string("GPUs per ") + side + " instance in tensor parallel").at_least(1);
   }
+  t.add("inference.disaggregation.layerwise_transfer", K::boolean, "false",
+        "stream each layer's KV to the decode instance while the prompt is prefilled (layer-wise KV connectors, as "
+        "Mooncake's and vLLM's), the decode instance chosen when the prefill starts; false: the whole KV cache "
+        "crosses after the prefill");
   t.add("inference.weights.dtype", K::choice, "bf16", "weight format").choices(names(kWeightDtypeNames));
   t.add("inference.weights.group_size", K::integer, "128", "quantisation group (awq_int4)").at_least(1);
   t.add("inference.kv_cache.dtype", K::choice, "bf16", "KV element type before compression").choices(names(kKvDtypeNames));

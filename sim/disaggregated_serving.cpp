@@ -1,6 +1,7 @@
 #include "sim/disaggregated_serving.h"
 
 #include <algorithm>
+#include <map>
 #include <memory>
 
 #include <simgrid/s4u.hpp>
@@ -86,11 +87,51 @@ DisaggregatedRun simulate_disaggregated_serving(const Scenario& s, Progress* pro
     if (closed_loop && next < total) route(next++);
     if (finished >= total) close_all();
   };
-  // A prompt prefilled: its KV cache goes to the decode instance the router picks. Each prefill
-  // GPU holds its tensor rank's KV heads; with the same tensor parallelism on both sides each sends
-  // its share to the same rank there, otherwise every pair of ranks exchanges its overlap.
+  // A request's KV cache crosses from its prefill instance to a decode instance. Each prefill GPU
+  // holds its tensor rank's KV heads; with the same tensor parallelism on both sides each sends its
+  // share to the same rank there, otherwise every pair of ranks exchanges its overlap. `per_gpu`
+  // is what one prefill GPU sends; the flows run until all have arrived.
+  auto send_kv = [&](const std::vector<int>& src, const std::vector<int>& dst, double per_gpu) {
+    std::vector<sg4::CommPtr> flows;
+    if (src.size() == dst.size()) {
+      for (std::size_t g = 0; g < src.size(); ++g) {
+        flows.push_back(sg4::Comm::sendto_async(platform.gpus[src[g]], platform.gpus[dst[g]], static_cast<std::uint64_t>(per_gpu)));
+      }
+    } else {
+      const auto share = static_cast<std::uint64_t>(per_gpu / static_cast<double>(dst.size()));
+      for (int a : src)
+        for (int b : dst) flows.push_back(sg4::Comm::sendto_async(platform.gpus[a], platform.gpus[b], share));
+    }
+    for (auto& f : flows) f->wait();
+  };
+  // Layer-wise transfer: when a prompt's prefill starts, the router picks its decode instance and
+  // the KV of all layers but the last streams there while the prefill runs (a layer's KV cannot
+  // leave before its layer is computed; the last one leaves at the prefill's end).
+  const bool layerwise = s.inference->disaggregation->layerwise_transfer;
+  const double layers = s.model.layers;
+  struct Streamed {
+    std::size_t to = 0;
+    sg4::SemaphorePtr arrived;  // released when the streamed layers have arrived
+  };
+  std::map<std::size_t, Streamed> streamed;
+  auto start_streaming = [&](std::size_t record, std::size_t from) {
+    if (streamed.count(record)) return;  // restarted by a recompute: its stream is under way
+    Streamed& st = streamed[record];
+    st.to = decode.pick();
+    st.arrived = sg4::Semaphore::create(0);
+    const double per_gpu = prefill.kv->sequence_bytes(out.requests[record].prompt_tokens, 0) * (layers - 1) / layers;
+    const std::vector<int>& src = prefill.gpus[from];
+    sg4::Actor::create("kv_stream" + std::to_string(record), platform.gpus[src.front()],
+                       [&, src, dst = decode.gpus[st.to], per_gpu, arrived = st.arrived] {
+                         send_kv(src, dst, per_gpu);
+                         arrived->release();
+                       });
+  };
+  // A prompt prefilled: its KV cache (the rest of it, when streamed) goes to its decode instance.
   auto hand_over = [&](std::size_t record, std::size_t from) {
-    const std::size_t to = decode.pick();
+    const auto stream = streamed.find(record);
+    const std::size_t to = stream != streamed.end() ? stream->second.to : decode.pick();
+    const sg4::SemaphorePtr streamed_part = stream != streamed.end() ? stream->second.arrived : nullptr;
     RequestRecord& r = out.requests[record];
     r.prefilled_s = sg4::Engine::get_clock();
     const double per_gpu = prefill.kv->sequence_bytes(r.prompt_tokens, 0);
@@ -99,21 +140,14 @@ DisaggregatedRun simulate_disaggregated_serving(const Scenario& s, Progress* pro
     r.kv_transfer_bytes = per_gpu * static_cast<double>(src.size());
     r.replica = static_cast<int>(to);
     ReplicaGroup* target = decode.instances[to].get();
-    sg4::Actor::create("kv_transfer" + std::to_string(record), platform.gpus[src.front()], [&, record, src, dst, per_gpu, target] {
+    const double after_prefill = streamed_part ? per_gpu / layers : per_gpu;
+    sg4::Actor::create("kv_transfer" + std::to_string(record), platform.gpus[src.front()],
+                       [&, record, src, dst, after_prefill, streamed_part, target] {
       const double began = sg4::Engine::get_clock();
-      std::vector<sg4::CommPtr> flows;
-      if (src.size() == dst.size()) {
-        for (std::size_t g = 0; g < src.size(); ++g) {
-          flows.push_back(sg4::Comm::sendto_async(platform.gpus[src[g]], platform.gpus[dst[g]], static_cast<std::uint64_t>(per_gpu)));
-        }
-      } else {
-        const auto share = static_cast<std::uint64_t>(per_gpu / static_cast<double>(dst.size()));
-        for (int a : src)
-          for (int b : dst) flows.push_back(sg4::Comm::sendto_async(platform.gpus[a], platform.gpus[b], share));
-      }
-      for (auto& f : flows) f->wait();
+      send_kv(src, dst, after_prefill);
+      if (streamed_part) streamed_part->acquire();
       RequestRecord& q = out.requests[record];
-      q.kv_transfer_s = sg4::Engine::get_clock() - began;
+      q.kv_transfer_s = sg4::Engine::get_clock() - began;  // what the decode waits for after the prefill
       q.first_token_s = sg4::Engine::get_clock();  // the first token reaches the client with its KV
       if (q.output_tokens <= 1) {
         q.finish_s = q.first_token_s;
@@ -124,6 +158,7 @@ DisaggregatedRun simulate_disaggregated_serving(const Scenario& s, Progress* pro
     });
   };
   for (std::size_t i = 0; i < prefill.instances.size(); ++i) {
+    if (layerwise) prefill.instances[i]->on_prefill_start([&, i](std::size_t record) { start_streaming(record, i); });
     prefill.instances[i]->on_finish([&, i](std::size_t record) {
       if (result.prefill_run.requests[record].finish_s == -2) {  // a prompt no prefill instance can hold
         out.requests[record].finish_s = -2;

@@ -39,6 +39,9 @@ class ExpertParallelGroup final : public ReplicaGroup {
     closed_ = true;
     sleeper_.wake();
   }
+  void on_prefill_start(const std::function<void(std::size_t)>& f) override {
+    for (auto& m : members_) m->scheduler->on_prefill_start = f;
+  }
   void on_finish(const std::function<void(std::size_t)>& f) override {
     for (auto& m : members_) m->scheduler->on_finish = f;
   }

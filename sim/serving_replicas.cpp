@@ -40,6 +40,7 @@ class VirtualEngine {
     sleeper_.wake();
   }
   void on_finish(std::function<void(std::size_t)> f) { scheduler_.on_finish = std::move(f); }
+  void on_prefill_start(std::function<void(std::size_t)> f) { scheduler_.on_prefill_start = std::move(f); }
   [[nodiscard]] double ended_s() const { return ended_s_; }
 
   void run() {
@@ -130,6 +131,9 @@ class Replica final : public ReplicaGroup {
   }
   void close() override {
     for (auto& e : engines_) e->close();
+  }
+  void on_prefill_start(const std::function<void(std::size_t)>& f) override {
+    for (auto& e : engines_) e->on_prefill_start(f);
   }
   void on_finish(const std::function<void(std::size_t)>& f) override {
     for (auto& e : engines_) e->on_finish(f);

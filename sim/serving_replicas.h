@@ -127,6 +127,8 @@ class ReplicaGroup {
   [[nodiscard]] virtual std::int64_t used_blocks(int member) const = 0;
   virtual void close() = 0;
   virtual void on_finish(const std::function<void(std::size_t)>& f) = 0;
+  /// Each request whose prefill starts (BatchScheduler::on_prefill_start).
+  virtual void on_prefill_start(const std::function<void(std::size_t)>& f) = 0;
   [[nodiscard]] virtual double ended_s() const = 0;
   virtual void start(const Platform& platform, int first_replica) = 0;
 };

@@ -90,6 +90,7 @@ Disaggregation build_disaggregation(const ParamValues& v, const Cluster& cluster
   d.prefill_tensor_parallel = v.int32(key + ".prefill.tensor_parallel");
   d.decode_replicas = v.int32(key + ".decode.replicas");
   d.decode_tensor_parallel = v.int32(key + ".decode.tensor_parallel");
+  d.layerwise_transfer = v.flag(key + ".layerwise_transfer");
   for (const auto& [side, tp] : {std::pair{"prefill", d.prefill_tensor_parallel}, std::pair{"decode", d.decode_tensor_parallel}}) {
     if (model.heads % tp != 0) {
       v.fail(key + "." + side + ".tensor_parallel",

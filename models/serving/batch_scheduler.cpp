@@ -232,6 +232,10 @@ std::optional<ScheduledIteration> BatchScheduler::schedule() {
   }
   it.tier = pending_tier_;
   pending_tier_ = TierTransfers{};
+  if (on_prefill_start) {
+    for (const Sequence* q : it.prefilling)
+      if (q->prefilled == 0) on_prefill_start(q->record);
+  }
   return it;
 }
 

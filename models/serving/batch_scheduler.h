@@ -115,6 +115,9 @@ class BatchScheduler {
   /// a disaggregated prefill instance, for each prompt prefilled (its first token produced: the
   /// KV cache leaves for a decode instance) or rejected.
   std::function<void(std::size_t)> on_finish;
+  /// Called from schedule() for each request whose prompt starts its prefill in the iteration
+  /// scheduled (again after a recompute preemption).
+  std::function<void(std::size_t)> on_prefill_start;
 
  private:
   /// The KV bytes `q` holds with `prefilled` prompt tokens computed and `generated` produced.

@@ -73,6 +73,26 @@ TEST_CASE("a disaggregated request's first token comes after its prefill and its
   CHECK(slow_t["seconds"]["mean"].get<double>() > 3.5 * fast_t["seconds"]["mean"].get<double>());
 }
 
+TEST_CASE("layer-wise KV transfer streams during the prefill: the same bytes, only the last layer's after it", "[unit]") {
+  for (const std::string nic : {"400Gbps", "100Gbps"}) {
+    INFO(nic);
+    const auto whole = serve(kDisagg, with({"cluster.inter_node.nic_bandwidth=" + nic}));
+    const auto streamed = serve(kDisagg, with({"cluster.inter_node.nic_bandwidth=" + nic, "inference.disaggregation.layerwise_transfer=true"}));
+    const auto& w = whole["disaggregation"];
+    const auto& s = streamed["disaggregation"];
+    CHECK(s["kv_transfer"]["bytes_total"].get<double>() == w["kv_transfer"]["bytes_total"].get<double>());
+    // What the decode still waits for after the prefill: at least the last of 32 layers over the
+    // NIC, and less than the whole cache took.
+    const double nic_bytes_per_s = nic == "400Gbps" ? 50e9 : 12.5e9;
+    const double exposed = s["kv_transfer"]["seconds"]["mean"].get<double>();
+    CHECK(exposed >= s["kv_transfer"]["bytes"]["mean"].get<double>() / 32 / nic_bytes_per_s * 0.999);
+    CHECK(exposed < 0.5 * w["kv_transfer"]["seconds"]["mean"].get<double>());
+    const double ttft = streamed["latency_s"]["ttft"]["mean"].get<double>();
+    CHECK(ttft == Approx(s["ttft_s"]["to_prefill_end"]["mean"].get<double>() + exposed).epsilon(1e-9));
+    CHECK(ttft < whole["latency_s"]["ttft"]["mean"].get<double>());
+  }
+}
+
 TEST_CASE("disaggregated decodes do not wait for prefills, where the same GPUs colocated do", "[unit]") {
   const auto disaggregated = serve(kDisagg, with({}));
   const auto colocated = serve(kDisagg, with({"inference.disaggregation=null", "inference.serving.replicas=4"}));
