@@ -132,6 +132,7 @@ DisaggregatedRun simulate_disaggregated_serving(const Scenario& s, Progress* pro
     const auto stream = streamed.find(record);
     const std::size_t to = stream != streamed.end() ? stream->second.to : decode.pick();
     const sg4::SemaphorePtr streamed_part = stream != streamed.end() ? stream->second.arrived : nullptr;
+    if (stream != streamed.end()) streamed.erase(stream);  // its prefill is over: no restart can come
     RequestRecord& r = out.requests[record];
     r.prefilled_s = sg4::Engine::get_clock();
     const double per_gpu = prefill.kv->sequence_bytes(r.prompt_tokens, 0);
