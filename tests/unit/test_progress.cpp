@@ -94,7 +94,7 @@ TEST_CASE("serving and training simulations report their progress and their resu
   }
 }
 
-TEST_CASE("a sweep draws one line for its points; its point processes run with theirs off", "[unit]") {
+TEST_CASE("a sweep draws one line for its points, and its point processes run with theirs off", "[unit]") {
   setenv("MEMTWIN_PROGRESS", "always", 1);
   const std::vector<std::string> env = TerminalProgress::quiet_child_environment();
   unsetenv("MEMTWIN_PROGRESS");
