@@ -28,7 +28,8 @@ kernels::KvFormat kv_format(const Scenario& s) {
     case KvStorage::vectors:  // 16-bit, or fp8 e4m3 with vLLM's default scale of 1; eviction keeps fewer (hw/kv/kv_eviction.h)
       f.element = s.inference->kv_cache.dtype == KvDtype::fp8 ? kernels::KvElement::fp8 : kernels::KvElement::fp16;
       break;
-    case KvStorage::channel_key_groups:  // the pool is ChannelKeyGroupCache's (hw/kv/channel_key_group_cache.h); this is its values' format
+    // Channel-key groups: the pool is hw/kv/channel_key_group_cache.h's; this is its values' format.
+    case KvStorage::channel_key_groups:
     case KvStorage::token_groups:
       f.element = c.bits == 8 ? kernels::KvElement::int8 : c.bits == 4 ? kernels::KvElement::int4 : kernels::KvElement::int2;
       break;
@@ -106,7 +107,9 @@ DeviceModel::~DeviceModel() {
   allocator_.release(weights_);
 }
 
-std::int64_t DeviceModel::pool_bytes() const { return (grouped_keys_ ? grouped_keys_->pool_bytes() : pool_bytes_) + eviction_->score_bytes(); }
+std::int64_t DeviceModel::pool_bytes() const {
+  return (grouped_keys_ ? grouped_keys_->pool_bytes() : pool_bytes_) + eviction_->score_bytes();
+}
 
 void DeviceModel::before_sync(const ScheduledIteration& it, const BlockPool& blocks) {
   if (grouped_keys_) grouped_keys_->stage(it, blocks);

@@ -6,8 +6,8 @@
 // time (models/serving/iteration_cost.h), tensor parallelism's all-reduces run as ring flows over
 // the replica's GPUs, and NVMe demotions and proactive offloads run in the background, contending
 // with later transfers. Requests are data inside the actors, not actors.
-#include "models/scenario.h"
 #include "models/progress.h"
+#include "models/scenario.h"
 #include "models/serving/serving_run.h"
 
 namespace memtwin::sim {

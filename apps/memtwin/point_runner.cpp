@@ -15,7 +15,6 @@
 #include "apps/memtwin/commands.h"
 #include "apps/memtwin/terminal_progress.h"
 
-
 namespace fs = std::filesystem;
 
 namespace memtwin::cli {

@@ -13,7 +13,7 @@ kernels::KiviPagedShape channel_key_group_shape(const Scenario& s, std::int64_t 
   const Inference& inf = *s.inference;
   const CompressionSpec& c = inf.kv_cache.compression;
   if (kv_method(c.method).storage != KvStorage::channel_key_groups) {
-    throw std::logic_error("kivi_paged_shape: the scenario's KV method does not group keys per channel");
+    throw std::logic_error("channel_key_group_shape: the scenario's KV method does not group keys per channel");
   }
   if (inf.kv_cache.dtype != KvDtype::fp16) {
     throw Unsupported("the serving engine keeps KIVI's residual in fp16: set inference.kv_cache.dtype: fp16");
@@ -36,8 +36,8 @@ kernels::KiviPagedShape channel_key_group_shape(const Scenario& s, std::int64_t 
   return shape;
 }
 
-ChannelKeyGroupCache::ChannelKeyGroupCache(const Scenario& s, std::int64_t capacity_blocks, double block_bytes, ServingKernels& kernels,
-                     CachingAllocator& allocator)
+ChannelKeyGroupCache::ChannelKeyGroupCache(const Scenario& s, std::int64_t capacity_blocks, double block_bytes,
+                                           ServingKernels& kernels, CachingAllocator& allocator)
     : shape_(channel_key_group_shape(s, capacity_blocks)), layers_(s.model.layers), kernels_(kernels), allocator_(allocator) {
   if (!kernels_.supports_kivi()) throw Unsupported("this device has no KIVI kernels");
   // The scheduler's block is every layer's slice of it, so the pool is the memory model's.

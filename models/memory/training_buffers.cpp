@@ -11,7 +11,6 @@ namespace {
 
 // Gathered (unsharded) parameters and gradients of FSDP units in flight.
 double fsdp_buffers(const Training& t, const RankShare& share, const ShardingDescriptor& d, double element_bytes) {
-  const bool mixed_precision = t.precision != Precision::fp32;
   const double unit = t.sharding.wrap == FsdpWrap::whole_model ? share.parameters : share.block_parameters;
   const double root = t.sharding.wrap == FsdpWrap::whole_model ? 0 : share.root_parameters;
   switch (t.sharding.fsdp_mode) {
@@ -29,7 +28,7 @@ double fsdp_buffers(const Training& t, const RankShare& share, const ShardingDes
     case FsdpMode::no_shard:
       // Mixed precision casts the fp32 flat parameters of the units being computed to low-precision
       // copies; in fp32 the units compute on their flat parameters directly.
-      return mixed_precision ? 2 * unit * element_bytes : 0;
+      return t.precision != Precision::fp32 ? 2 * unit * element_bytes : 0;
   }
   return 0;
 }

@@ -173,7 +173,8 @@ std::optional<ScheduledIteration> BatchScheduler::schedule() {
       const std::int64_t watermark = static_cast<std::int64_t>(std::ceil(0.01 * capacity_));
       if (q.swapped) {
         // Swapped out while decoding: its blocks come back over PCIe, then it decodes again, so
-        // there must be room for its next token too (a sequence of channel-key groups may need more blocks, or fewer).
+        // there must be room for its next token too (a sequence of channel-key groups may need more
+        // blocks, or fewer).
         if (std::max(q.blocks, blocks_for(q, q.prefilled, q.generated)) > free_blocks() - watermark) break;
         swapped_in = true;
         evict_cached_prefixes(q.blocks);

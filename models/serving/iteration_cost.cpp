@@ -114,7 +114,8 @@ IterationModel::IterationModel(const Scenario& s) : s_(s) {
     return table == tables.end() ? std::map<double, double>{} : table->second;
   };
   decode_kernel_by_bytes_ = table_for(decode_kernel_format(inf.kv_cache));
-  // Channel-key groups' kernel reads its residual as fp16 vectors and its groups from codes, at rates of their own.
+  // Channel-key groups' kernel reads its residual as fp16 vectors and its groups from codes, at
+  // rates of their own.
   if (const std::string residual = residual_kernel_format(inf.kv_cache); !residual.empty()) {
     residual_kernel_by_bytes_ = table_for(residual);
   }

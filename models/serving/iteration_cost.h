@@ -9,8 +9,8 @@
 // measured).
 // Compression costs its upkeep, as its descriptor's selection says (models/kv/kv_method.h): a prompt
 // vote once per prompt (scoring an observation window against the prompt's keys, then compacting
-// what is kept); accumulated scores' bookkeeping on every decode step and their scoring of the prompt. Weight-only int4 GEMMs also
-// dequantise every weight on the CUDA cores. An engine without CUDA
+// what is kept); accumulated scores' bookkeeping on every decode step and their scoring of the
+// prompt. Weight-only int4 GEMMs also dequantise every weight on the CUDA cores. An engine without CUDA
 // graphs adds the host's dispatch per layer (cluster.runtime.eager_layer_overhead).
 // Tensor parallelism splits the work and adds two all-reduces per layer. Expert parallelism
 // (inference.serving.expert_parallel) gives each GPU its share of the experts whole, fed the tokens
@@ -35,7 +35,8 @@ struct IterationLoad {
   int prefills_completing = 0;     ///< prefill chunks that end their prompt (each samples its first token)
   double decode_context = 0;       ///< sum of their cached tokens (kept tokens for eviction methods)
   double kv_bytes_read = 0;        ///< compressed KV bytes the decode attention reads, whole replica
-  double decode_residual_context = 0;  ///< of decode_context, the tokens in a full-precision residual (channel-key groups)
+  /// Of decode_context, the tokens in a full-precision residual (channel-key groups).
+  double decode_residual_context = 0;
   double completed_prompt_tokens = 0;      ///< the prompts whose prefill ends this iteration: their lengths
   double completed_prompt_kept_bytes = 0;  ///< and the compressed bytes they keep (what a selection writes)
   /// With expert parallelism: the tokens of the whole group this iteration (every replica's batch,
@@ -119,7 +120,7 @@ class IterationModel {
   double elementwise_bytes_per_token_ = 0;  // norms, residuals, rotary, activation: whole model
   double decode_kernel_elements_per_s_ = 0;  // measured decode attention, 0: roofline
   std::map<double, double> decode_kernel_by_bytes_;  // measured by working set (preferred)
-  std::map<double, double> residual_kernel_by_bytes_;  // channel-key groups: the same kernel over the fp16 residual
+  std::map<double, double> residual_kernel_by_bytes_;  // channel-key groups: the kernel over the fp16 residual
   double kv_write_elements_per_s_ = 0;       // measured paged-cache writes, 0: roofline
   double prompt_scoring_pairs_per_s_ = 0;    // measured prompt scoring (accumulated scores), 0: roofline
 };
