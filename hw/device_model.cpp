@@ -8,6 +8,7 @@
 #include "hw/kv/kv_eviction.h"
 #include "models/backend.h"
 #include "models/kv/kv_method.h"
+#include "models/serving/expert_routing.h"
 
 namespace memtwin::hw {
 
@@ -215,14 +216,10 @@ void DeviceModel::forward(const ScheduledIteration& it, const BlockPool& blocks,
 // A MoE layer: the router's logits, then each expert's gate-up GEMM, activation and down GEMM
 // over the tokens routed to it, added into the residual stream. The weights are synthetic, so
 // their logits carry no routing: tokens are routed the balanced way the iteration model assumes
-// (a trained router's load balancing aims for it). Token t's first expert is t x experts /
-// tokens, its j-th that plus j x (experts / top-k), so an expert's tokens are top-k contiguous
-// runs, each token's experts are distinct, and each expert gets tokens x top-k / experts of them
-// (a token for each of top-k experts when there are fewer tokens than experts; the others are
-// skipped, as a fused MoE kernel skips experts without tokens).
+// (models/serving/expert_routing.h), an expert's tokens read and its outputs added as strided
+// runs of rows; experts without tokens are skipped, as a fused MoE kernel skips them.
 void DeviceModel::experts(const Layer& w, const float* normed, float* residual, int tokens, const std::vector<int>& group_rows) {
   const int h = m_.hidden, e_count = m_.experts, k = m_.experts_per_token, inter = m_.intermediate;
-  const int stride = std::max(1, e_count / k);
   const int mid_width = up_ + inter;  // [gate | up | activated] per routed row
   // The router runs on this rank's tokens; under expert parallelism its experts then take every
   // rank's tokens (all-gathered), and their outputs go back to each token's rank (reduce-scattered).
@@ -242,46 +239,33 @@ void DeviceModel::experts(const Layer& w, const float* normed, float* residual, 
     in = gathered_in;
     out = gathered_out;
   }
-  auto first_of = [&](int expert) {  // the first token whose first expert is `expert`
-    return static_cast<int>((static_cast<std::int64_t>(expert) * routed + e_count - 1) / e_count);
-  };
-  // The run of tokens routed to expert e as their j-th choice: those whose first expert is j
-  // strides before e.
-  struct Run {
-    int from, count;
-  };
-  auto run_of = [&](int e, int j) {
-    const int primary = ((e - j * stride) % e_count + e_count) % e_count;
-    return Run{first_of(primary), first_of(primary + 1) - first_of(primary)};
-  };
+  std::vector<std::vector<ExpertRun>> runs(static_cast<std::size_t>(local_experts_));
   int most = 0;
-  for (int e = first_expert; e < first_expert + local_experts_; ++e) {
+  for (int local = 0; local < local_experts_; ++local) {
+    runs[static_cast<std::size_t>(local)] = expert_runs(routed, e_count, k, first_expert + local);
     int rows = 0;
-    for (int j = 0; j < k; ++j) rows += run_of(e, j).count;
+    for (const ExpertRun& run : runs[static_cast<std::size_t>(local)]) rows += run.count;
     most = std::max(most, rows);
   }
   auto* rows_in = tensor(4LL * std::max(most, 1) * h, "activations.expert_rows");
   auto* mid = tensor(4LL * std::max(most, 1) * mid_width, "activations.expert_intermediate");
   const std::int64_t up_elements = static_cast<std::int64_t>(h) * up_, down_elements = static_cast<std::int64_t>(inter) * h;
   for (int local = 0; local < local_experts_; ++local) {
-    const int e = first_expert + local;
+    const auto& expert = runs[static_cast<std::size_t>(local)];
+    if (expert.empty()) continue;
     int rows = 0;
-    for (int j = 0; j < k; ++j) {  // gather the runs routed to e
-      const auto [from, count] = run_of(e, j);
-      if (count > 0) kernels_.copy_rows(in + static_cast<std::int64_t>(from) * h, h, rows_in + static_cast<std::int64_t>(rows) * h, h, count, h);
-      rows += count;
+    for (const ExpertRun& run : expert) {  // gather the rows routed to this expert
+      kernels_.copy_rows(in + static_cast<std::int64_t>(run.first) * h, run.stride * h, rows_in + static_cast<std::int64_t>(rows) * h, h,
+                         run.count, h);
+      rows += run.count;
     }
-    if (rows == 0) continue;
     kernels_.gemm(rows, up_, h, rows_in, h, w.up() + local * up_elements, up_, 0.0f, mid, mid_width);
     kernels_.activation(mid, rows, mid_width, inter, up_ > inter);
     rows = 0;
-    for (int j = 0; j < k; ++j) {  // each run's outputs added to its tokens' rows
-      const auto [from, count] = run_of(e, j);
-      if (count > 0) {
-        kernels_.gemm(count, h, inter, mid + static_cast<std::int64_t>(rows) * mid_width + up_, mid_width,
-                      w.down() + local * down_elements, h, 1.0f, out + static_cast<std::int64_t>(from) * h, h);
-      }
-      rows += count;
+    for (const ExpertRun& run : expert) {  // each run's outputs added to its tokens' rows
+      kernels_.gemm(run.count, h, inter, mid + static_cast<std::int64_t>(rows) * mid_width + up_, mid_width, w.down() + local * down_elements,
+                    h, 1.0f, out + static_cast<std::int64_t>(run.first) * h, run.stride * h);
+      rows += run.count;
     }
   }
   if (group_) {
