@@ -349,7 +349,12 @@ struct Disaggregation {
   int prefill_replicas = 1, prefill_tensor_parallel = 1;
   int decode_replicas = 1, decode_tensor_parallel = 1;
   bool layerwise_transfer = false;  ///< KV streamed layer by layer while the prefill runs
-  [[nodiscard]] int gpus() const { return prefill_replicas * prefill_tensor_parallel + decode_replicas * decode_tensor_parallel; }
+  /// A side on a GPU type of its own (`<side>.gpu` other than cluster.gpu): the cluster's nodes of
+  /// that type (builders.h, cluster_on_gpu). Empty: the side runs on cluster.gpu.
+  std::optional<Cluster> prefill_cluster, decode_cluster;
+  [[nodiscard]] int prefill_gpus() const { return prefill_replicas * prefill_tensor_parallel; }
+  [[nodiscard]] int decode_gpus() const { return decode_replicas * decode_tensor_parallel; }
+  [[nodiscard]] int gpus() const { return prefill_gpus() + decode_gpus(); }
 };
 
 struct Inference {

@@ -144,6 +144,10 @@ void declare_inference(Table& t) {
     const std::string key = std::string("inference.disaggregation.") + side;
     t.add(key + ".replicas", K::integer, "1", std::string(side) + " instances (disaggregated serving)").at_least(1);
     t.add(key + ".tensor_parallel", K::integer, "1", std::string("GPUs per ") + side + " instance in tensor parallel").at_least(1);
+    t.add(key + ".gpu", K::text, none,
+          std::string("GPU catalog name (`memtwin gpus`) of the ") + side +
+              " instances when it is not cluster.gpu: their nodes are of that type (memory, FLOPs, bandwidth, NVLink, "
+              "price); cluster.gpu's calibration does not apply to them");
   }
   t.add("inference.disaggregation.layerwise_transfer", K::boolean, "false",
         "stream each layer's KV to the decode instance while the prompt is prefilled (layer-wise KV connectors, as "

@@ -29,7 +29,7 @@ struct Side {
         kv(make_kv_compressor(scenario.inference->kv_cache.compression, serving_kv_shape(scenario))),
         router(scenario.inference->serving.router, static_cast<std::size_t>(scenario.inference->serving.replicas)) {
     const ServingSpec& sv = scenario.inference->serving;
-    const int first = first_gpu_of(*deployment.inference->disaggregation, role);
+    const int first = first_gpu_of(*deployment.inference->disaggregation, deployment.cluster, role);
     for (int r = 0; r < sv.replicas; ++r) {
       Placement p;
       for (int g = 0; g < sv.tensor_parallel; ++g) p.gpus.push_back(first + r * sv.tensor_parallel + g);
@@ -64,7 +64,7 @@ DisaggregatedRun simulate_disaggregated_serving(const Scenario& s, Progress* pro
   out = start_serving_run(requests);
   result.prefill_run = start_serving_run(requests);
   auto engine = make_engine();
-  const Platform platform = build_platform(s.cluster);
+  const Platform platform = build_platform(s.cluster, node_clusters(s));
   Side prefill(s, InstanceRole::prefill, result.prefill_run, platform);
   Side decode(s, InstanceRole::decode, out, platform);
   out.capacity_blocks = decode.memory.capacity_blocks;

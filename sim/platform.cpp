@@ -1,5 +1,6 @@
 #include "sim/platform.h"
 
+#include <map>
 #include <string>
 
 #include "models/comm/collective_model.h"
@@ -9,17 +10,23 @@ namespace memtwin::sim {
 namespace sg4 = simgrid::s4u;
 using Dir = sg4::LinkInRoute::Direction;
 
-Platform build_platform(const Cluster& c) {
+Platform build_platform(const Cluster& c) { return build_platform(c, std::vector<const Cluster*>(static_cast<std::size_t>(c.nodes), &c)); }
+
+Platform build_platform(const Cluster& c, const std::vector<const Cluster*>& nodes) {
   Platform p;
   auto* fabric = sg4::create_star_zone("fabric");
   // Links carry what collectives can reach on them (the collective model's usable bandwidths).
   const CollectiveModel model(c);
   const double nic_bw = model.usable_nic_bandwidth().value();
-  const double intra_bw = model.usable_intra_node_bandwidth().value();
   const double uplink_bw = c.inter_node.nics_per_node * nic_bw / c.inter_node.oversubscription;
   // A message between nodes crosses two NICs and two uplinks: a quarter of the latency each.
   const double hop_latency = c.inter_node.latency.value() / 4;
+  std::map<const Cluster*, double> intra_bw_of;  // each kind of node's usable intra-node bandwidth
   for (int n = 0; n < c.nodes; ++n) {
+    const Cluster& kind = *nodes.at(static_cast<std::size_t>(n));
+    auto known = intra_bw_of.find(&kind);
+    if (known == intra_bw_of.end()) known = intra_bw_of.emplace(&kind, CollectiveModel(kind).usable_intra_node_bandwidth().value()).first;
+    const double intra_bw = known->second;
     const std::string node = "node" + std::to_string(n);
     auto* zone = sg4::create_full_zone(node);
     zone->set_parent(fabric);
@@ -42,9 +49,9 @@ Platform build_platform(const Cluster& c) {
       const std::string name = node + ".gpu" + std::to_string(g);
       gpus.push_back(zone->create_host(name, 1e9));
       auto* l = zone->create_split_duplex_link(name + ".intra", intra_bw);
-      l->set_latency(c.intra_node.latency.value() / 2);
+      l->set_latency(kind.intra_node.latency.value() / 2);
       intra.push_back(l);
-      auto* pl = zone->create_split_duplex_link(name + ".pcie", c.host.pcie_bandwidth.value());
+      auto* pl = zone->create_split_duplex_link(name + ".pcie", kind.host.pcie_bandwidth.value());
       pl->set_latency(1e-6);
       pcie.push_back(pl);
       p.gpus.push_back(gpus.back());

@@ -30,5 +30,9 @@ struct Platform {
 
 /// Builds the platform into the current engine's root. Call once, before Engine::run().
 Platform build_platform(const Cluster& cluster);
+/// The same where nodes differ in their GPUs (a disaggregated side on a GPU type of its own):
+/// node n's GPU links (intra-node, PCIe) are those of nodes[n]; the NICs and the fabric are
+/// `cluster`'s.
+Platform build_platform(const Cluster& cluster, const std::vector<const Cluster*>& nodes);
 
 }  // namespace memtwin::sim

@@ -21,6 +21,7 @@
 #include "apps/memtwin/seed_spread.h"
 #include "models/memory/serving_memory.h"
 #include "models/memory/training_memory.h"
+#include "models/serving/disaggregation.h"
 #include "models/scenario_loader.h"
 #include "models/unit_parse.h"
 
@@ -162,19 +163,30 @@ int cmd_plan(const Args& args) {
     overrides.insert(overrides.end(), c.overrides.begin(), c.overrides.end());
     try {
       const Scenario s = load_scenario_file(scenario, overrides).scenario;
-      // GPUs paid for: the whole cluster for training; the deployment's GPUs for serving.
-      c.gpus = s.training ? s.cluster.total_gpus() : s.inference->gpus();
-      std::optional<double> price = s.cluster.price_per_gpu_hour;
-      if (auto p = prices.find(s.cluster.gpu.name); p != prices.end()) {
-        price = p->second.first;
-        p->second.second = true;
+      // GPUs paid for: the whole cluster for training; the deployment's GPUs for serving, each
+      // disaggregated side at its own type's price. c.price is their mean price per GPU-hour.
+      const std::vector<GpusOfType> paid = s.training ? std::vector<GpusOfType>{{s.cluster.gpu.name, s.cluster.total_gpus(),
+                                                                                  s.cluster.price_per_gpu_hour}}
+                                                      : deployment_gpus(s);
+      double cost_per_hour = 0;
+      std::string unpriced;
+      c.gpus = 0;
+      for (const GpusOfType& type : paid) {
+        std::optional<double> price = type.price_per_hour;
+        if (auto p = prices.find(type.gpu); p != prices.end()) {
+          price = p->second.first;
+          p->second.second = true;
+        }
+        if (!price && unpriced.empty()) unpriced = type.gpu;
+        c.gpus += type.count;
+        cost_per_hour += type.count * price.value_or(0);
       }
-      c.price = price.value_or(0);
+      c.price = c.gpus > 0 ? cost_per_hour / c.gpus : 0;
       if (minimize == "gpus") c.objective = c.gpus;
-      if (minimize == "cost") c.objective = c.gpus * c.price;
+      if (minimize == "cost") c.objective = cost_per_hour;
       // Without a price a cost objective would rank the candidate as free.
-      if (!price && (minimize == "cost" || minimize == "cost_to_target"))
-        c.failure = "no price for GPU " + s.cluster.gpu.name + "; give --price " + s.cluster.gpu.name + "=USD";
+      if (!unpriced.empty() && (minimize == "cost" || minimize == "cost_to_target"))
+        c.failure = "no price for GPU " + unpriced + "; give --price " + unpriced + "=USD";
       // Prune with the closed-form memory model before paying for a simulation.
       if (s.training) {
         const TrainingMemory m = training_memory(s);
@@ -276,6 +288,7 @@ int cmd_plan(const Args& args) {
       e["overrides"] = c.overrides;
       if (c.objective) e["objective"] = *c.objective;
       e["gpus"] = c.gpus;
+      if (c.price > 0) e["cost_per_hour"] = c.gpus * c.price;  // USD, every GPU type at its price
       if (!c.failure.empty()) e["failure"] = c.failure;
       return e;
     };

@@ -123,6 +123,41 @@ CollectiveSettings build_collective_settings(const ParamValues& v, const Cluster
   return s;
 }
 
+// What a node's links follow from its GPU where the scenario does not set them: NVSwitch at the
+// GPU's NVLink bandwidth, else PCIe; the host link at the GPU's PCIe bandwidth.
+void derive_node_links(const ParamValues& v, Cluster& c) {
+  const bool has_nvlink = c.gpu.nvlink_bandwidth.has_value();
+  c.intra_node.fabric = v.given("cluster.intra_node.fabric") ? v.choice("cluster.intra_node.fabric", kFabricNames)
+                        : has_nvlink                          ? Fabric::nvswitch
+                                                              : Fabric::pcie;
+  if (c.intra_node.fabric != Fabric::pcie && !has_nvlink && !v.given("cluster.intra_node.bandwidth")) {
+    v.fail("cluster.intra_node.fabric", "the GPU '" + c.gpu.name +
+                                            "' has no NVLink; use fabric: pcie or give intra_node.bandwidth");
+  }
+  if (v.given("cluster.intra_node.bandwidth")) {
+    c.intra_node.bandwidth = v.bandwidth("cluster.intra_node.bandwidth");
+  } else {
+    c.intra_node.bandwidth = c.intra_node.fabric == Fabric::pcie ? c.gpu.pcie_bandwidth : *c.gpu.nvlink_bandwidth;
+  }
+  c.host.pcie_bandwidth =
+      v.given("cluster.host.pcie_bandwidth") ? v.bandwidth("cluster.host.pcie_bandwidth") : c.gpu.pcie_bandwidth;
+}
+
+// A software stack's efficiencies (cluster.efficiency.preset) were measured on one generation.
+void refuse_efficiencies_of_another_generation(const ParamValues& v, const GpuSpec& gpu, const std::string& gpu_key) {
+  if (!v.given("cluster.efficiency.generation")) return;
+  const GpuGeneration measured_on = v.choice("cluster.efficiency.generation", kGpuGenerationNames);
+  if (gpu.generation == measured_on) return;
+  const std::string of =
+      gpu.generation ? std::string(kGpuGenerationNames.name(*gpu.generation)) : std::string("of no known generation");
+  const std::string on = std::string(kGpuGenerationNames.name(measured_on)) + " GPUs; " + gpu_key + " is " + of;
+  // Located where the user chose them: the preset, else the generation key itself.
+  if (v.given("cluster.efficiency.preset")) {
+    v.fail("cluster.efficiency.preset", "'" + v.text("cluster.efficiency.preset") + "' was measured on " + on);
+  }
+  v.fail("cluster.efficiency.generation", "the efficiencies given are for " + on);
+}
+
 }  // namespace
 
 Cluster build_cluster(const ParamValues& v) {
@@ -140,19 +175,7 @@ Cluster build_cluster(const ParamValues& v) {
   }
   c.gpu = build_gpu(v);
 
-  const bool has_nvlink = c.gpu.nvlink_bandwidth.has_value();
-  c.intra_node.fabric = v.given("cluster.intra_node.fabric") ? v.choice("cluster.intra_node.fabric", kFabricNames)
-                        : has_nvlink                          ? Fabric::nvswitch
-                                                              : Fabric::pcie;
-  if (c.intra_node.fabric != Fabric::pcie && !has_nvlink && !v.given("cluster.intra_node.bandwidth")) {
-    v.fail("cluster.intra_node.fabric", "the GPU '" + c.gpu.name +
-                                            "' has no NVLink; use fabric: pcie or give intra_node.bandwidth");
-  }
-  if (v.given("cluster.intra_node.bandwidth")) {
-    c.intra_node.bandwidth = v.bandwidth("cluster.intra_node.bandwidth");
-  } else {
-    c.intra_node.bandwidth = c.intra_node.fabric == Fabric::pcie ? c.gpu.pcie_bandwidth : *c.gpu.nvlink_bandwidth;
-  }
+  derive_node_links(v, c);
   c.intra_node.latency = v.duration("cluster.intra_node.latency");
 
   c.inter_node.nics_per_node =
@@ -163,8 +186,6 @@ Cluster build_cluster(const ParamValues& v) {
   c.inter_node.oversubscription = v.number("cluster.inter_node.oversubscription");
 
   c.host.memory = v.bytes("cluster.host.memory");
-  c.host.pcie_bandwidth =
-      v.given("cluster.host.pcie_bandwidth") ? v.bandwidth("cluster.host.pcie_bandwidth") : c.gpu.pcie_bandwidth;
   c.host.cpu_adam_params_per_s = v.number("cluster.host.cpu_adam_params_per_s");
 
   if (v.has_section("cluster.nvme")) {
@@ -181,20 +202,7 @@ Cluster build_cluster(const ParamValues& v) {
   c.runtime.cuda_graph_pool = v.bytes("cluster.runtime.cuda_graph_pool");
   c.runtime.allocator_waste = v.number("cluster.runtime.allocator_waste");
   c.runtime.eager_layer_overhead = v.duration("cluster.runtime.eager_layer_overhead");
-  // A software stack's efficiencies (cluster.efficiency.preset) were measured on one generation.
-  if (v.given("cluster.efficiency.generation")) {
-    const GpuGeneration measured_on = v.choice("cluster.efficiency.generation", kGpuGenerationNames);
-    if (c.gpu.generation != measured_on) {
-      const std::string gpu =
-          c.gpu.generation ? std::string(kGpuGenerationNames.name(*c.gpu.generation)) : std::string("of no known generation");
-      const std::string on = std::string(kGpuGenerationNames.name(measured_on)) + " GPUs; cluster.gpu is " + gpu;
-      // Located where the user chose them: the preset, else the generation key itself.
-      if (v.given("cluster.efficiency.preset")) {
-        v.fail("cluster.efficiency.preset", "'" + v.text("cluster.efficiency.preset") + "' was measured on " + on);
-      }
-      v.fail("cluster.efficiency.generation", "the efficiencies given are for " + on);
-    }
-  }
+  refuse_efficiencies_of_another_generation(v, c.gpu, "cluster.gpu");
   c.efficiency.gemm = v.number("cluster.efficiency.gemm");
   c.efficiency.attention = v.number("cluster.efficiency.attention");
   c.efficiency.memory = v.number("cluster.efficiency.memory");
@@ -221,6 +229,20 @@ Cluster build_cluster(const ParamValues& v) {
   } else {
     c.price_per_gpu_hour = c.gpu.price_per_hour;
   }
+  return c;
+}
+
+Cluster cluster_on_gpu(const ParamValues& v, const Cluster& cluster, const GpuSpec& gpu, const std::string& key) {
+  if (cluster.calibration) {
+    v.fail(key, "'" + gpu.name + "' is not the GPU cluster.calibration measured (" + cluster.gpu.name +
+                    "): a calibration describes cluster.gpu only; drop one of them");
+  }
+  refuse_efficiencies_of_another_generation(v, gpu, key);
+  Cluster c = cluster;
+  c.gpu = gpu;
+  derive_node_links(v, c);
+  c.collectives = build_collective_settings(v, c);
+  c.price_per_gpu_hour = gpu.price_per_hour;  // cluster.price_per_gpu_hour prices cluster.gpu
   return c;
 }
 

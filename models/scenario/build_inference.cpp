@@ -1,8 +1,12 @@
 #include "models/scenario/builders.h"
 
-#include "models/kv/kv_method.h"
-
+#include <algorithm>
 #include <string>
+
+#include "models/kv/kv_method.h"
+#include "models/scenario/did_you_mean.h"
+#include "models/scenario_loader.h"
+#include "models/serving/disaggregation.h"
 
 namespace memtwin {
 namespace {
@@ -91,16 +95,35 @@ Disaggregation build_disaggregation(const ParamValues& v, const Cluster& cluster
   d.decode_replicas = v.int32(key + ".decode.replicas");
   d.decode_tensor_parallel = v.int32(key + ".decode.tensor_parallel");
   d.layerwise_transfer = v.flag(key + ".layerwise_transfer");
+  for (const auto& [side, own] : {std::pair{"prefill", &d.prefill_cluster}, std::pair{"decode", &d.decode_cluster}}) {
+    const std::string gpu_key = key + "." + side + ".gpu";
+    if (!v.given(gpu_key)) continue;
+    const std::string name = v.text(gpu_key);
+    const std::vector<std::string> known = catalog_gpu_names();
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      v.fail(gpu_key, "unknown GPU '" + name + "'" + did_you_mean(name, known) + " (list them with `memtwin gpus`)");
+    }
+    if (name != cluster.gpu.name) *own = cluster_on_gpu(v, cluster, catalog_gpu(name), gpu_key);
+  }
   for (const auto& [side, tp] : {std::pair{"prefill", d.prefill_tensor_parallel}, std::pair{"decode", d.decode_tensor_parallel}}) {
     if (model.heads % tp != 0) {
       v.fail(key + "." + side + ".tensor_parallel",
              "tensor parallel " + str(tp) + " does not divide the model's " + str(model.heads) + " attention heads");
     }
   }
-  if (d.gpus() > cluster.total_gpus()) {
+  const int needed = first_gpu_of(d, cluster, InstanceRole::decode) + d.decode_gpus();
+  if (needed > cluster.total_gpus()) {
+    const bool own_nodes = needed > d.gpus();
     v.fail(key, str(d.prefill_replicas) + " prefill instances x " + str(d.prefill_tensor_parallel) + " GPUs and " +
                     str(d.decode_replicas) + " decode instances x " + str(d.decode_tensor_parallel) + " GPUs need " +
-                    str(d.gpus()) + " GPUs; the cluster has " + str(cluster.total_gpus()));
+                    str(needed) + " GPUs" + (own_nodes ? " (the sides' GPU types differ, so each side has nodes of its own)" : "") +
+                    "; the cluster has " + str(cluster.total_gpus()));
+  }
+  // A side's explicit KV pool must fit its own GPUs too.
+  for (const auto& own : {d.prefill_cluster, d.decode_cluster}) {
+    if (own && v.given("inference.kv_cache.memory") && v.bytes("inference.kv_cache.memory") >= own->gpu.memory) {
+      v.fail("inference.kv_cache.memory", "is not smaller than the " + own->gpu.name + "'s memory");
+    }
   }
   return d;
 }

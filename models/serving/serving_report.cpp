@@ -1,13 +1,13 @@
 #include "models/serving/serving_report.h"
 
-#include "models/kv/kv_method.h"
-
-#include <cmath>
-
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <set>
 #include <sstream>
+
+#include "models/kv/kv_method.h"
+#include "models/serving/disaggregation.h"
 
 namespace memtwin {
 namespace {
@@ -213,11 +213,12 @@ void add_serving_results(nlohmann::ordered_json& metrics, std::vector<std::strin
 
 nlohmann::ordered_json disaggregation_report(const Scenario& s, const ServingRun& run, const ServingRun& prefill_run) {
   const Disaggregation& d = *s.inference->disaggregation;
-  auto side = [](int replicas, int tp, const ServingRun& r) {
+  auto side = [&](InstanceRole role, int replicas, int tp, const ServingRun& r) {
     nlohmann::ordered_json j;
     j["replicas"] = replicas;
     j["tensor_parallel"] = tp;
     j["gpus"] = replicas * tp;
+    j["gpu"] = side_cluster(s, role).gpu.name;
     j["kv_capacity_blocks"] = r.capacity_blocks;
     j["peak_kv_utilization"] = r.capacity_blocks > 0 ? static_cast<double>(r.peak_blocks_used) / static_cast<double>(r.capacity_blocks) : 0.0;
     j["iterations"] = r.iterations;
@@ -237,8 +238,8 @@ nlohmann::ordered_json disaggregation_report(const Scenario& s, const ServingRun
     prompt_tokens += r.prompt_tokens;
   }
   nlohmann::ordered_json out;
-  out["prefill"] = side(d.prefill_replicas, d.prefill_tensor_parallel, prefill_run);
-  out["decode"] = side(d.decode_replicas, d.decode_tensor_parallel, run);
+  out["prefill"] = side(InstanceRole::prefill, d.prefill_replicas, d.prefill_tensor_parallel, prefill_run);
+  out["decode"] = side(InstanceRole::decode, d.decode_replicas, d.decode_tensor_parallel, run);
   out["kv_transfer"] = {{"requests", static_cast<std::int64_t>(bytes.size())},
                         {"bytes_total", total_bytes},
                         {"bytes_per_prompt_token", prompt_tokens > 0 ? total_bytes / prompt_tokens : 0.0},

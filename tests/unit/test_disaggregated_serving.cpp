@@ -117,6 +117,47 @@ TEST_CASE("plan searches the prefill:decode split and counts both sides' GPUs", 
   CHECK(plan["winner"]["gpus"] == 3);  // two prefill instances and one decode instance, one GPU each
 }
 
+TEST_CASE("a side on a GPU type of its own runs on that GPU, on nodes of its own", "[unit]") {
+  const auto h100 = serve(kDisagg, with({}));
+  const auto a100 = serve(kDisagg, with({"inference.disaggregation.decode.gpu=a100-80gb"}));
+  CHECK(a100["disaggregation"]["decode"]["gpu"] == "a100-80gb");
+  CHECK(a100["disaggregation"]["prefill"]["gpu"] == "h100-sxm");
+  // The decode instances hold the KV caches: the deployment's memory is theirs, the A100's 80 GiB.
+  CHECK(a100["memory"]["gpu"]["capacity_bytes"] == 80.0 * (1 << 30));
+  // Decode steps read the weights and the KV from HBM: their time follows the bandwidth
+  // (3.35 TB/s on the H100, 2.04 on the A100: 1.64x), within 15%.
+  const double tpot_ratio = a100["latency_s"]["tpot"]["p50"].get<double>() / h100["latency_s"]["tpot"]["p50"].get<double>();
+  CHECK(tpot_ratio == Approx(3.35 / 2.039).epsilon(0.15));
+  // The prefill side is the same H100s, and each side was on a node of its own already.
+  CHECK(a100["disaggregation"]["ttft_s"]["to_prefill_end"]["p50"] == h100["disaggregation"]["ttft_s"]["to_prefill_end"]["p50"]);
+  // One prefill and one decode instance: of one type they share node 0 and the KV crosses NVLink;
+  // of two types the decode instance is on node 1 and the KV crosses the NICs.
+  const std::vector<std::string> two = {"inference.disaggregation.prefill.replicas=1", "inference.disaggregation.decode.replicas=1",
+                                        "inference.workload.rate=4/s"};
+  auto two_with = [&](std::vector<std::string> more) {
+    more.insert(more.end(), two.begin(), two.end());
+    return with(more);
+  };
+  const auto same_node = serve(kDisagg, two_with({}));
+  const auto own_nodes = serve(kDisagg, two_with({"inference.disaggregation.decode.gpu=a100-80gb"}));
+  const double nvlink_s = same_node["disaggregation"]["kv_transfer"]["seconds"]["mean"].get<double>();
+  const double nic_s = own_nodes["disaggregation"]["kv_transfer"]["seconds"]["mean"].get<double>();
+  INFO("mean KV transfer: " << nvlink_s << " s over NVLink, " << nic_s << " s across nodes");
+  CHECK(nic_s > 3 * nvlink_s);  // 50 GB/s per NIC against NVLink's ~370 GB/s usable
+}
+
+TEST_CASE("plan prices each side's GPUs at their own type's price", "[unit]") {
+  const auto r = run_memtwin({"plan", source_path(kDisagg), "--set", "inference.workload.requests=100", "--search",
+                              "inference.disaggregation.decode.gpu=h100-sxm,a100-80gb", "--minimize", "cost", "--json"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto plan = nlohmann::json::parse(r.out);
+  CHECK(plan["winner"]["overrides"] == nlohmann::json::array({"inference.disaggregation.decode.gpu=a100-80gb"}));
+  CHECK(plan["winner"]["cost_per_hour"].get<double>() == Approx(2 * 2.99 + 2 * 1.79));  // the catalog's prices
+  REQUIRE(plan["runners_up"].size() == 1);
+  CHECK(plan["runners_up"][0]["cost_per_hour"].get<double>() == Approx(4 * 2.99));
+}
+
 TEST_CASE("disaggregation is refused where it cannot run, naming the key", "[unit]") {
   const std::string file = source_path(kDisagg);
   const auto replicas = run_memtwin({"check", file, "--set", "inference.serving.replicas=2"});
@@ -128,6 +169,18 @@ TEST_CASE("disaggregation is refused where it cannot run, naming the key", "[uni
   const auto heads = run_memtwin({"check", file, "--set", "inference.disaggregation.decode.tensor_parallel=3"});
   CHECK(heads.exit_code == 2);
   CHECK_THAT(heads.err, Catch::Contains("inference.disaggregation.decode.tensor_parallel"));
+  const auto unknown = run_memtwin({"check", file, "--set", "inference.disaggregation.decode.gpu=a100-80g"});
+  CHECK(unknown.exit_code == 2);
+  CHECK_THAT(unknown.err, Catch::Contains("inference.disaggregation.decode.gpu") && Catch::Contains("did you mean 'a100-80gb'"));
+  // Two GPU types cannot share a node: three prefill GPUs fill node 0 and half of node 1.
+  const auto split = run_memtwin({"check", file, "--set", "inference.disaggregation.decode.gpu=a100-80gb", "--set",
+                                  "inference.disaggregation.prefill.replicas=3", "--set", "inference.disaggregation.decode.replicas=1"});
+  CHECK(split.exit_code == 2);
+  CHECK_THAT(split.err, Catch::Contains("need 5 GPUs (the sides' GPU types differ"));
+  const auto calibrated = run_memtwin({"check", file, "--set", "inference.disaggregation.decode.gpu=a100-80gb", "--set",
+                                       "cluster.calibration=" + source_path("tests/fuzz/seeds/calibration/measured.yaml")});
+  CHECK(calibrated.exit_code == 2);
+  CHECK_THAT(calibrated.err, Catch::Contains("a calibration describes cluster.gpu only"));
   const auto hw = run_memtwin({"run", file, "--backend", "hw"});
   CHECK(hw.exit_code == 2);
   CHECK_THAT(hw.err, Catch::Contains("simulated only"));
