@@ -13,6 +13,7 @@
 #include "models/serving/request_stream.h"
 #include "models/serving/router.h"
 #include "sim/engine_setup.h"
+#include "sim/link_meter.h"
 #include "sim/platform.h"
 #include "sim/resource_check.h"
 #include "sim/serving_replicas.h"
@@ -64,7 +65,9 @@ DisaggregatedRun simulate_disaggregated_serving(const Scenario& s, Progress* pro
   out = start_serving_run(requests);
   result.prefill_run = start_serving_run(requests);
   auto engine = make_engine();
+  LinkMeter::enable();
   const Platform platform = build_platform(s.cluster, node_clusters(s));
+  LinkMeter meter(platform.links, platform.cpus.front());
   Side prefill(s, InstanceRole::prefill, result.prefill_run, platform);
   Side decode(s, InstanceRole::decode, out, platform);
   out.capacity_blocks = decode.memory.capacity_blocks;
@@ -178,6 +181,7 @@ DisaggregatedRun simulate_disaggregated_serving(const Scenario& s, Progress* pro
   for (auto* side : {&prefill, &decode})
     for (auto& i : side->instances) i->start(platform, first++);
   engine->run();
+  result.link_load = meter.finish();
   out.makespan_s = router_ended_s;
   for (auto* side : {&prefill, &decode})
     for (const auto& i : side->instances) out.makespan_s = std::max(out.makespan_s, i->ended_s());

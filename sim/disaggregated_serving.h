@@ -7,6 +7,7 @@
 // transfer ends (TTFT includes it), and the decode instance decodes the rest. Each instance runs
 // the colocated engine's replica actor (sim/serving_replicas.h) under its instance scenario
 // (models/serving/disaggregation.h).
+#include "models/link_load.h"
 #include "models/progress.h"
 #include "models/scenario.h"
 #include "models/serving/serving_run.h"
@@ -16,6 +17,7 @@ namespace memtwin::sim {
 struct DisaggregatedRun {
   ServingRun run;          ///< every request, the decode instances' KV timeline and capacity
   ServingRun prefill_run;  ///< the prefill instances' own counters (iterations, peak blocks, op times)
+  LinkLoad link_load;      ///< what every link direction carried, interval by interval (KV transfers, TP collectives)
 };
 
 DisaggregatedRun simulate_disaggregated_serving(const Scenario& deployment, Progress* progress = nullptr);

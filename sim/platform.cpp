@@ -42,6 +42,7 @@ Platform build_platform(const Cluster& c, const std::vector<const Cluster*>& nod
       auto* nic = zone->create_split_duplex_link(node + ".nic" + std::to_string(k), nic_bw);
       nic->set_latency(hop_latency);
       nics.push_back(nic);
+      p.links.push_back(nic);
     }
     std::vector<sg4::Host*> gpus;
     std::vector<sg4::SplitDuplexLink*> intra, pcie;
@@ -51,9 +52,11 @@ Platform build_platform(const Cluster& c, const std::vector<const Cluster*>& nod
       auto* l = zone->create_split_duplex_link(name + ".intra", intra_bw);
       l->set_latency(kind.intra_node.latency.value() / 2);
       intra.push_back(l);
+      p.links.push_back(l);
       auto* pl = zone->create_split_duplex_link(name + ".pcie", kind.host.pcie_bandwidth.value());
       pl->set_latency(1e-6);
       pcie.push_back(pl);
+      p.links.push_back(pl);
       p.gpus.push_back(gpus.back());
       p.node_of_gpu.push_back(n);
     }
@@ -72,6 +75,7 @@ Platform build_platform(const Cluster& c, const std::vector<const Cluster*>& nod
     zone->seal();
     auto* uplink = fabric->create_split_duplex_link(node + ".uplink", uplink_bw);
     uplink->set_latency(hop_latency);
+    p.links.push_back(uplink);
     fabric->add_route(zone->get_netpoint(), nullptr, gateway, nullptr, {{uplink, Dir::UP}}, false);
     fabric->add_route(nullptr, zone->get_netpoint(), nullptr, gateway, {{uplink, Dir::DOWN}}, false);
   }

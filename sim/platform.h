@@ -23,6 +23,7 @@ namespace memtwin::sim {
 
 struct Platform {
   std::vector<simgrid::s4u::Host*> gpus;  ///< by global rank
+  std::vector<simgrid::s4u::SplitDuplexLink*> links;  ///< every link, node by node (intra, PCIe, NICs, uplink)
   std::vector<simgrid::s4u::Host*> cpus;  ///< by node
   std::vector<simgrid::s4u::Disk*> nvme;  ///< by node, on its CPU host; empty without `cluster.nvme`
   std::vector<int> node_of_gpu;

@@ -39,6 +39,8 @@ class SimBackend final : public Backend {
     if (s.inference->disaggregation) {
       sim::DisaggregatedRun both = sim::simulate_disaggregated_serving(s, progress_);
       r.metrics["disaggregation"] = disaggregation_report(s, both.run, both.prefill_run);
+      r.metrics["disaggregation"]["links"] = link_load_summary(both.link_load);
+      r.files["link_utilization.csv"] = [load = std::make_shared<const LinkLoad>(std::move(both.link_load))] { return link_load_csv(*load); };
       // Each side's ops at its own tensor parallelism; every GPU's work, both sides'.
       ops = IterationPlan(instance_scenario(s, InstanceRole::decode)).signatures(both.run.planned_op_kinds);
       ops.merge(IterationPlan(instance_scenario(s, InstanceRole::prefill)).signatures(both.prefill_run.planned_op_kinds));

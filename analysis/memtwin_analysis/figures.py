@@ -146,6 +146,22 @@ def kv_occupancy(rows):
     return _finish(fig, ax, "time (s)", "KV blocks in use (%)", "KV-cache occupancy (replica 0)")
 
 
+def link_utilization(rows, shown=6):
+    """Utilisation of the busiest link directions over the run (link_utilization.csv): each
+    interval's bytes over its bandwidth x length, the `shown` directions that carried most."""
+    by_link = {}
+    for r in rows:
+        by_link.setdefault((r["link"], r["direction"]), []).append(r)
+    busiest = sorted(by_link, key=lambda k: -sum(r["bytes"] for r in by_link[k]))[:shown]
+    fig, ax = plt.subplots(figsize=(8, 3.2))
+    for link, direction in busiest:
+        series = by_link[(link, direction)]
+        ax.step([r["time_s"] for r in series], [100 * r["utilization"] for r in series], where="pre",
+                label=f"{link} {direction}")
+    ax.set_ylim(bottom=0)
+    return _finish(fig, ax, "time (s)", "utilisation (%)", "Link utilisation (each interval's mean)", legend=True)
+
+
 def tier_traffic(rows):
     """Host-tier traffic of replica 0 over the run: cumulative KV bytes swapped out and back in."""
     fig, ax = plt.subplots(figsize=(8, 3.2))

@@ -94,6 +94,11 @@ def _figures_for(path):
             traffic = [c for c in (kv_rows[0] if kv_rows else {}) if c.endswith("_bytes") and "tier" not in c]
             if any((r.get(c) or 0) > 0 for r in kv_rows for c in traffic):
                 shown.append(("tier-traffic", "KV traffic to and from host memory", _png(figures.tier_traffic(kv_rows))))
+        if os.path.exists(beside("link_utilization.csv")):
+            link_rows = load.table(beside("link_utilization.csv"))
+            if link_rows:
+                shown.append(("link-utilization", "Utilisation of the links that carried most (KV transfers, collectives)",
+                              _png(figures.link_utilization(link_rows))))
         if any((r.get("preemptions") or 0) + (r.get("swaps") or 0) > 0 for r in requests):
             shown.append(("preemptions", "Preemptions and swaps", _png(figures.preemptions(requests))))
         lat = doc.get("latency_s", {})

@@ -53,6 +53,14 @@ TEST_CASE("reports carry every expected figure for training, serving, sweeps and
   CHECK(figures_in(swap + "/report.html") ==
         std::vector<std::string>{"memory-breakdown", "latency-cdf", "kv-occupancy", "tier-traffic", "preemptions"});
 
+  // A disaggregated deployment: the links the KV transfers cross, over time.
+  const std::string disagg = "/tmp/memtwin-test-report-disagg";
+  REQUIRE(run_memtwin({"run", source_path("scenarios/serving/llama3-8b-disagg-2p2d-h100.yaml"), "--out", disagg, "--set",
+                       "inference.workload.requests=300"}).exit_code == 0);
+  REQUIRE(run_memtwin({"report", disagg, "--out", disagg + "/report.html"}).exit_code == 0);
+  CHECK(figures_in(disagg + "/report.html") ==
+        std::vector<std::string>{"memory-breakdown", "latency-cdf", "kv-occupancy", "link-utilization"});
+
   const std::string sweep = "/tmp/memtwin-test-report-sweep";
   std::filesystem::remove_all(sweep);
   REQUIRE(run_memtwin({"sweep", source_path("scenarios/quickstart.yaml"), "--grid", "training.seq_len=2048,4096,8192,16384",
