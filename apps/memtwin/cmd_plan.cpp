@@ -38,6 +38,7 @@ struct Candidate {
   double price = 0;
   std::string failure;              // empty: feasible
   nlohmann::json result;
+  std::optional<RateSearch> rates;  // --maximize: this candidate's own rate search
 };
 
 // max_rate.seeds: the sustained rate found at each seed and, when every seed found one, their
@@ -65,6 +66,9 @@ int cmd_plan(const Args& args) {
       ("scenario", po::value<std::string>(), "scenario YAML file")
       ("minimize", po::value<std::string>()->default_value("cost"),
        "gpus | cost (USD per hour) | cost_to_target (USD to train training.target_tokens) | step_time | ttft_p99 | tpot_p99 | a numeric result path")
+      ("maximize", po::value<std::string>(),
+       "goodput_per_gpu | goodput_per_usd: with --max-rate, search every candidate's highest rate under the requirements "
+       "(DistServe's goodput with --attainment) and rank by it per GPU or per dollar")
       ("require", po::value<std::vector<std::string>>()->composing(), "PATH [<=|>=|<|>|==|!=] NUMBER, or a boolean PATH (repeatable)")
       ("search", po::value<std::vector<std::string>>()->composing(), "KEY=V1,V2,... (repeatable; every combination is a candidate); a value LO..HI doubles from LO to HI, LO..HI:STEP counts by STEP")
       ("set", po::value<std::vector<std::string>>()->composing(), "override applied to every candidate")
@@ -107,6 +111,16 @@ int cmd_plan(const Args& args) {
       {"step_time", "time.step_s"}, {"ttft_p99", "latency_s.ttft.p99"}, {"tpot_p99", "latency_s.tpot.p99"}};
   std::string minimize = (*vm)["minimize"].as<std::string>();
   if (auto named = objective_paths.find(minimize); named != objective_paths.end()) minimize = named->second;
+  // --maximize ranks by each candidate's own rate search: per GPU, or per dollar (requests per USD).
+  const std::string maximize = vm->count("maximize") ? (*vm)["maximize"].as<std::string>() : "";
+  if (!maximize.empty()) {
+    if (maximize != "goodput_per_gpu" && maximize != "goodput_per_usd") {
+      throw UsageError("--maximize expects goodput_per_gpu or goodput_per_usd; got '" + maximize + "'");
+    }
+    if (!(*vm)["minimize"].defaulted()) throw UsageError("give --minimize or --maximize, not both");
+    if (!vm->count("max-rate")) throw UsageError("--maximize " + maximize + " searches each candidate's rate: give --max-rate LO..HI");
+    minimize = maximize;
+  }
   const Grid grid = expand_grid(vm->count("search") ? (*vm)["search"].as<std::vector<std::string>>() : std::vector<std::string>{}, {});
   std::optional<std::pair<double, double>> rate_range;
   if (vm->count("max-rate")) {
@@ -185,7 +199,7 @@ int cmd_plan(const Args& args) {
       if (minimize == "gpus") c.objective = c.gpus;
       if (minimize == "cost") c.objective = cost_per_hour;
       // Without a price a cost objective would rank the candidate as free.
-      if (!unpriced.empty() && (minimize == "cost" || minimize == "cost_to_target"))
+      if (!unpriced.empty() && (minimize == "cost" || minimize == "cost_to_target" || minimize == "goodput_per_usd"))
         c.failure = "no price for GPU " + unpriced + "; give --price " + unpriced + "=USD";
       // Prune with the closed-form memory model before paying for a simulation.
       if (s.training) {
@@ -203,6 +217,24 @@ int cmd_plan(const Args& args) {
   for (const auto& [gpu, price] : prices) {
     if (!price.second) throw UsageError("--price " + gpu + ": no candidate uses GPU " + gpu + " (names as in `memtwin gpus`)");
   }
+  if (!maximize.empty()) {
+    // Each candidate's highest rate under the requirements, in candidate order.
+    for (std::size_t i : to_run) {
+      Candidate& c = candidates[i];
+      auto overrides = common;
+      overrides.insert(overrides.end(), c.overrides.begin(), c.overrides.end());
+      c.rates = search_max_rate(scenario, (*vm)["backend"].as<std::string>(), overrides, rate_requirements, rate_range->first,
+                                rate_range->second, (*vm)["jobs"].as<int>(), scratch.path / ("rates-of-" + std::to_string(i)));
+      if (!c.rates->sustained_per_s) {
+        c.failure = "sustains no rate in the range: " + c.rates->failure;
+      } else if (maximize == "goodput_per_usd" && !(c.price > 0)) {
+        c.failure = "no price above 0 to divide by; give --price GPU=USD";
+      } else {
+        const double rate = *c.rates->sustained_per_s;
+        c.objective = maximize == "goodput_per_gpu" ? rate / c.gpus : rate * 3600 / (c.gpus * c.price);
+      }
+    }
+  } else {
   run_points(scenario, (*vm)["backend"].as<std::string>(), common, grid.points, to_run, (*vm)["jobs"].as<int>(),
              scratch.path / "candidates",
              [&](const PointOutcome& o) {
@@ -227,17 +259,23 @@ int cmd_plan(const Args& args) {
                }
                if (c.failure.empty() && !c.objective) c.failure = "the objective " + minimize + " is not in the result";
              });
+  }
 
   std::vector<const Candidate*> feasible;
   for (const auto& c : candidates)
     if (c.failure.empty()) feasible.push_back(&c);
-  std::stable_sort(feasible.begin(), feasible.end(), [](const Candidate* a, const Candidate* b) { return *a->objective < *b->objective; });
+  // Best first: the least of a --minimize objective, the most of a --maximize one.
+  const bool larger_is_better = !maximize.empty();
+  auto better = [&](const Candidate* a, const Candidate* b) {
+    return larger_is_better ? *a->objective > *b->objective : *a->objective < *b->objective;
+  };
+  std::stable_sort(feasible.begin(), feasible.end(), better);
   // The options that would have been cheaper than the winner, and why they were not taken.
   std::vector<const Candidate*> cheaper;
   for (const auto& c : candidates) {
-    if (!c.failure.empty() && c.objective && (feasible.empty() || *c.objective < *feasible.front()->objective)) cheaper.push_back(&c);
+    if (!c.failure.empty() && c.objective && (feasible.empty() || better(&c, feasible.front()))) cheaper.push_back(&c);
   }
-  std::stable_sort(cheaper.begin(), cheaper.end(), [](const Candidate* a, const Candidate* b) { return *a->objective > *b->objective; });
+  std::stable_sort(cheaper.begin(), cheaper.end(), [&](const Candidate* a, const Candidate* b) { return better(b, a); });
 
   // The best configuration's highest sustainable request rate.
   std::optional<RateSearch> rates;
@@ -245,9 +283,10 @@ int cmd_plan(const Args& args) {
   if (rate_range && !feasible.empty()) {
     auto overrides = common;
     overrides.insert(overrides.end(), feasible.front()->overrides.begin(), feasible.front()->overrides.end());
-    rates = search_max_rate(scenario, (*vm)["backend"].as<std::string>(), overrides, rate_requirements, rate_range->first,
-                            rate_range->second, (*vm)["jobs"].as<int>(),
-                            scratch.path / "rates");
+    rates = feasible.front()->rates ? *feasible.front()->rates  // --maximize searched it already
+                                    : search_max_rate(scenario, (*vm)["backend"].as<std::string>(), overrides, rate_requirements,
+                                                      rate_range->first, rate_range->second, (*vm)["jobs"].as<int>(),
+                                                      scratch.path / "rates");
     // The same search at the other seeds: how far the answer moves with the draw of the workload.
     std::vector<std::optional<double>> sustained = {rates->sustained_per_s};
     for (std::size_t i = 1; i < seeds.size(); ++i) {
@@ -280,7 +319,7 @@ int cmd_plan(const Args& args) {
   if ((*vm)["json"].as<bool>()) {
     nlohmann::ordered_json doc;
     doc["schema"] = "memtwin.plan/1";
-    doc["minimize"] = minimize;
+    doc[maximize.empty() ? "minimize" : "maximize"] = minimize;
     doc["candidates"] = candidates.size();
     doc["simulated"] = to_run.size();
     auto entry = [&](const Candidate& c) {
@@ -289,6 +328,7 @@ int cmd_plan(const Args& args) {
       if (c.objective) e["objective"] = *c.objective;
       e["gpus"] = c.gpus;
       if (c.price > 0) e["cost_per_hour"] = c.gpus * c.price;  // USD, every GPU type at its price
+      if (c.rates) e["sustained_per_s"] = optional_json(c.rates->sustained_per_s);
       if (!c.failure.empty()) e["failure"] = c.failure;
       return e;
     };
@@ -328,7 +368,8 @@ int cmd_plan(const Args& args) {
     std::cout << doc.dump(2) << "\n";
   } else {
     std::cout << candidates.size() << " candidates, " << to_run.size() << " run on the backend after the memory model pruned "
-              << candidates.size() - to_run.size() << "; minimizing " << minimize << "\n";
+              << candidates.size() - to_run.size() << "; " << (maximize.empty() ? "minimizing " : "maximizing ") << minimize
+              << (maximize.empty() ? "" : " (each candidate's own rate search)") << "\n";
     if (feasible.empty()) {
       std::cout << "no candidate meets the requirements\n";
     } else {

@@ -206,3 +206,40 @@ TEST_CASE("plan's rate search with --attainment finds DistServe's goodput: the h
   CHECK(no_slo.exit_code == 2);
   CHECK_THAT(no_slo.err, Catch::Contains("inference.slo"));
 }
+
+TEST_CASE("plan --maximize ranks every candidate by its own rate search, per GPU or per dollar", "[unit]") {
+  const std::string scenario = source_path("scenarios/serving/llama3-8b-disagg-2p2d-h100.yaml");
+  auto plan = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"plan", scenario, "--set", "inference.workload.requests=300", "--search",
+                                     "inference.disaggregation.prefill.replicas=1,2", "--json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run_memtwin(args);
+  };
+  const auto r = plan({"--maximize", "goodput_per_gpu", "--max-rate", "1..64"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto doc = nlohmann::json::parse(r.out);
+  CHECK(doc["maximize"] == "goodput_per_gpu");
+  // Each candidate's objective is its own sustained rate over its GPUs; the winner's is the largest.
+  std::vector<nlohmann::json> ranked = {doc["winner"]};
+  for (const auto& e : doc["runners_up"]) ranked.push_back(e);
+  REQUIRE(ranked.size() == 2);
+  for (const auto& e : ranked) {
+    CHECK(e["objective"].get<double>() == Approx(e["sustained_per_s"].get<double>() / e["gpus"].get<double>()));
+  }
+  CHECK(ranked[0]["objective"].get<double>() >= ranked[1]["objective"].get<double>());
+  // The winner's rate search is the one reported (not searched again).
+  CHECK(doc["max_rate"]["sustained_per_s"] == doc["winner"]["sustained_per_s"]);
+  // The same ranked by requests per dollar: rate x 3600 / the hourly cost.
+  const auto usd = plan({"--maximize", "goodput_per_usd", "--max-rate", "1..64"});
+  REQUIRE(usd.exit_code == 0);
+  const auto by_usd = nlohmann::json::parse(usd.out)["winner"];
+  CHECK(by_usd["objective"].get<double>() ==
+        Approx(by_usd["sustained_per_s"].get<double>() * 3600 / by_usd["cost_per_hour"].get<double>()));
+  // Refused: without --max-rate, with --minimize too, an unknown objective.
+  CHECK(plan({"--maximize", "goodput_per_gpu"}).exit_code == 2);
+  CHECK(plan({"--maximize", "goodput_per_gpu", "--max-rate", "1..64", "--minimize", "gpus"}).exit_code == 2);
+  const auto unknown = plan({"--maximize", "throughput", "--max-rate", "1..64"});
+  CHECK(unknown.exit_code == 2);
+  CHECK_THAT(unknown.err, Catch::Contains("goodput_per_gpu or goodput_per_usd"));
+}
