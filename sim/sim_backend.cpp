@@ -58,7 +58,7 @@ class SimBackend final : public Backend {
                                                                                   memory.block_bytes.as_double()),
                                                                 ops)},
                               {"iteration_ops", ops}};
-    r.files["requests.csv"] = [run] { return requests_csv(*run); };
+    r.files["requests.csv"] = [run, disaggregated = s.inference->disaggregation.has_value()] { return requests_csv(*run, disaggregated); };
     r.files["kv_timeline.csv"] = [run] {
       std::ostringstream kv;
       kv << "time_s,replica,kv_utilization,host_swap_out_bytes,host_swap_in_bytes,prefix_to_host_bytes,"

@@ -249,14 +249,18 @@ nlohmann::ordered_json disaggregation_report(const Scenario& s, const ServingRun
   return out;
 }
 
-std::string requests_csv(const ServingRun& run) {
+std::string requests_csv(const ServingRun& run, bool disaggregated) {
   std::ostringstream out;
   out.precision(9);
-  out << "id,replica,arrival_s,prompt_tokens,output_tokens,first_token_s,finish_s,ttft_s,e2e_s,preemptions,swaps\n";
+  out << "id,replica,arrival_s,prompt_tokens,output_tokens,first_token_s,finish_s,ttft_s,e2e_s,preemptions,swaps";
+  // A disaggregated request's prefill end and its KV transfer to the decode instance (`replica`).
+  out << (disaggregated ? ",prefilled_s,kv_transfer_bytes,kv_transfer_s\n" : "\n");
   for (const auto& r : run.requests) {
     out << r.id << "," << r.replica << "," << r.arrival_s << "," << r.prompt_tokens << "," << r.output_tokens << ","
         << r.first_token_s << "," << r.finish_s << "," << (r.first_token_s - r.arrival_s) << ","
-        << (r.finish_s - r.arrival_s) << "," << r.preemptions << "," << r.swaps << "\n";
+        << (r.finish_s - r.arrival_s) << "," << r.preemptions << "," << r.swaps;
+    if (disaggregated) out << "," << r.prefilled_s << "," << r.kv_transfer_bytes << "," << r.kv_transfer_s;
+    out << "\n";
   }
   return out.str();
 }

@@ -22,7 +22,9 @@ void add_serving_results(nlohmann::ordered_json& metrics, std::vector<std::strin
 /// and the decode instances' counters, `prefill_run` the prefill instances'.
 nlohmann::ordered_json disaggregation_report(const Scenario& deployment, const ServingRun& run, const ServingRun& prefill_run);
 
-std::string requests_csv(const ServingRun& run);
+/// One row per request; a disaggregated run's rows add when its prefill ended and its KV transfer's
+/// bytes and seconds (prefilled_s, kv_transfer_bytes, kv_transfer_s; `replica` is its decode instance).
+std::string requests_csv(const ServingRun& run, bool disaggregated = false);
 
 /// Perfetto trace of a serving run: a process per replica with its iterations (decode sequences
 /// and prefill tokens in the args), KV occupancy of replica 0 as a counter track.

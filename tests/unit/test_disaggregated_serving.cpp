@@ -197,6 +197,25 @@ TEST_CASE("a disaggregated run samples its links: the KV transfers' bytes cross 
   CHECK(times.size() == result["disaggregation"]["links"]["intervals"].get<std::size_t>());
   CHECK(times.size() <= 256);
   CHECK(result["disaggregation"]["links"]["busiest"]["bytes"].get<double>() == Approx(kv_bytes).epsilon(1e-3));
+  // Each request's transfer in requests.csv: its bytes add up to the total, and its first token
+  // comes after its prefill's end and its transfer.
+  std::ifstream requests(out / "requests.csv");
+  std::getline(requests, line);
+  CHECK(line == "id,replica,arrival_s,prompt_tokens,output_tokens,first_token_s,finish_s,ttft_s,e2e_s,preemptions,swaps,"
+                "prefilled_s,kv_transfer_bytes,kv_transfer_s");
+  double request_bytes = 0;
+  int rows = 0;
+  while (std::getline(requests, line)) {
+    std::vector<double> cells;
+    std::stringstream row(line);
+    for (std::string cell; std::getline(row, cell, ',');) cells.push_back(std::stod(cell));
+    REQUIRE(cells.size() == 14);
+    CHECK(cells[5] >= cells[11] + cells[13] - 1e-6);  // first token >= prefilled + transfer (9 digits written)
+    request_bytes += cells[12];
+    ++rows;
+  }
+  CHECK(rows == 400);
+  CHECK(request_bytes == Approx(kv_bytes).epsilon(1e-6));
 }
 
 TEST_CASE("plan prices each side's GPUs at their own type's price", "[unit]") {
