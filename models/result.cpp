@@ -29,7 +29,7 @@ nlohmann::ordered_json result_document(const LoadedScenario& loaded, const RunRe
   doc["schema"] = kResultSchema;
   doc["scenario"] = loaded.scenario.name;
   doc["backend"] = result.backend;
-  doc["workload"] = loaded.scenario.training ? "training" : "inference";
+  doc["workload"] = workload_name(loaded.scenario);
   doc["seed"] = loaded.scenario.seed;
   for (const auto& [key, value] : result.metrics.items()) doc[key] = value;
   doc["notes"] = result.notes;

@@ -5,6 +5,7 @@
 // fields are empty exactly when the user gave no value and the schema defines no default.
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -378,6 +379,19 @@ struct SimulationSpec {
   Seconds time_limit{600};  ///< a simulation estimated to take longer is refused (sim/resource_check.h)
 };
 
+struct Scenario;
+
+/// One of several jobs on a shared cluster (`jobs:`): a training scenario of its own, placed on the
+/// shared cluster's GPUs (its cluster.nodes nodes from first_node, its cluster.gpus_per_node GPUs of
+/// each from first_gpu), on the shared cluster's links.
+struct JobSpec {
+  std::string name;
+  std::shared_ptr<const Scenario> scenario;
+  int first_node = 0, first_gpu = 0;
+  /// The shared cluster's GPU (node x gpus_per_node + GPU) that each of the job's ranks runs on.
+  [[nodiscard]] std::vector<int> placement(const Cluster& shared) const;
+};
+
 struct Scenario {
   std::string name;
   std::string description;
@@ -387,7 +401,20 @@ struct Scenario {
   ModelSpec model;
   std::optional<Training> training;
   std::optional<Inference> inference;
+  /// Several jobs on this cluster (then no model or workload of its own): simulated together.
+  std::vector<JobSpec> jobs;
   SimulationSpec simulation;
 };
+
+/// "training", "inference" or "jobs": what a scenario runs.
+inline const char* workload_name(const Scenario& s) { return !s.jobs.empty() ? "jobs" : s.training ? "training" : "inference"; }
+
+inline std::vector<int> JobSpec::placement(const Cluster& shared) const {
+  const Cluster& own = scenario->cluster;
+  std::vector<int> gpus;
+  for (int n = 0; n < own.nodes; ++n)
+    for (int g = 0; g < own.gpus_per_node; ++g) gpus.push_back((first_node + n) * shared.gpus_per_node + first_gpu + g);
+  return gpus;
+}
 
 }  // namespace memtwin

@@ -132,16 +132,18 @@ void refuse_beyond_machine(const Scenario& scenario, const WorkEstimate& e) {
   const std::string estimate = e.what + ": about " + duration_text(e.seconds) + " and " +
                                human_bytes(Bytes(static_cast<std::int64_t>(e.bytes))) +
                                " on the reference machine";
+  const bool jobs = !scenario.jobs.empty();
   const std::string ways_out =
-      scenario.training ? "simulation.fidelity: fast (one node pair per stage), a larger training.micro_batch "
-                          "(fewer micro-batches), or --backend analytic (memory without a simulation)"
-                        : "fewer inference.workload.requests (the percentiles settle long before a million), "
-                          "or --backend analytic";
+      jobs                ? "fewer or smaller jobs (each job is simulated at full fidelity, alone and together)"
+      : scenario.training ? "simulation.fidelity: fast (one node pair per stage), a larger training.micro_batch "
+                            "(fewer micro-batches), or --backend analytic (memory without a simulation)"
+                          : "fewer inference.workload.requests (the percentiles settle long before a million), "
+                            "or --backend analytic";
   // Located at the scenario file and the key to change, as bad input is (exit 2).
   const auto refuse = [&](const std::string& key, const std::string& message) {
     throw ScenarioError({scenario.source_file}, key, message);
   };
-  const std::string lever = scenario.training ? "simulation.fidelity" : "inference.workload.requests";
+  const std::string lever = jobs ? "jobs" : scenario.training ? "simulation.fidelity" : "inference.workload.requests";
   if (e.bytes > memory) {
     refuse(lever, "simulating " + estimate + ", more than the " +
                       human_bytes(Bytes(static_cast<std::int64_t>(memory))) + " this machine has free; use " + ways_out);

@@ -7,6 +7,7 @@
 
 #include "models/analytic/memory_report.h"
 #include "models/analytic/model_report.h"
+#include "models/hash.h"
 #include "models/memory/training_memory.h"
 #include "models/plan/step_trace.h"
 #include "models/plan/training_plan.h"
@@ -81,7 +82,48 @@ class SimBackend final : public Backend {
     return "SimGrid discrete-event simulation: one training step, or a serving run under its request load";
   }
 
+  // Training jobs on one shared cluster: each job's step alone and together, and the slow-down.
+  RunResult run_jobs(const Scenario& s) {
+    std::vector<Plan> plans;
+    for (const JobSpec& job : s.jobs) plans.push_back(build_training_plan(*job.scenario));
+    std::vector<sim::PlacedJob> placed;
+    for (std::size_t i = 0; i < s.jobs.size(); ++i) placed.push_back({s.jobs[i].scenario.get(), &plans[i], s.jobs[i].placement(s.cluster)});
+    const sim::JobSteps steps = sim::simulate_jobs(s, placed);
+    RunResult r;
+    r.backend = name();
+    r.fits = true;
+    for (std::size_t i = 0; i < s.jobs.size(); ++i) {
+      const JobSpec& job = s.jobs[i];
+      const sim::StepSimulation &alone = steps.alone[i], &together = steps.together[i];
+      const Cluster& own = job.scenario->cluster;
+      nlohmann::ordered_json j;
+      j["scenario"] = job.scenario->name;
+      j["gpus"] = own.total_gpus();
+      j["nodes"] = {job.first_node, job.first_node + own.nodes - 1};
+      j["gpus_of_each_node"] = {job.first_gpu, job.first_gpu + own.gpus_per_node - 1};
+      j["step_s"] = {{"alone", alone.step_s}, {"together", together.step_s}};
+      j["slowdown"] = together.step_s / alone.step_s;
+      j["comm_busy_s"] = {{"alone", alone.comm_busy_s}, {"together", together.comm_busy_s}};
+      j["plan_hash"] = plans[i].hash_hex();
+      const bool oom = alone.oom || together.oom;
+      r.fits = r.fits && !oom;
+      if (oom) r.notes.push_back("job '" + job.name + "' runs out of memory: run its scenario alone for the report");
+      r.metrics["jobs"][job.name] = j;
+    }
+    Fnv1a together;  // the plans that ran together, each under its job's name
+    for (std::size_t i = 0; i < s.jobs.size(); ++i) {
+      together.add(s.jobs[i].name);
+      together.add(plans[i].hash_hex());
+    }
+    r.metrics["simulated"] = {{"jobs", s.jobs.size()},
+                              {"fidelity", "full"},
+                              {"phases", "each job alone, then all together"},
+                              {"plan_hash", together.hex()}};
+    return r;
+  }
+
   RunResult run(const Scenario& s) override {
+    if (!s.jobs.empty()) return run_jobs(s);
     if (!s.training) return run_serving(s);
     const Plan plan = build_training_plan(s);
     sim::StepSimulation step = sim::simulate_step(s, plan, sim::kTracedRanks, progress_);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 #include <memory>
+#include <numeric>
 #include <set>
 
 #include <simgrid/s4u.hpp>
@@ -50,9 +51,10 @@ struct Rendezvous {
 
 class Simulation {
  public:
-  Simulation(const Scenario& s, const Plan& plan, int trace_ranks, const std::vector<int>& simulated_nodes)
-      : s_(s), plan_(plan), trace_ranks_(trace_ranks),
-        platform_(build_platform(reduced(s.cluster, static_cast<int>(simulated_nodes.size())))),
+  // `platform`: the simulated nodes' GPUs by slot (a platform of their own, or a job's share of a
+  // shared one).
+  Simulation(const Scenario& s, const Plan& plan, int trace_ranks, const std::vector<int>& simulated_nodes, Platform platform)
+      : s_(s), plan_(plan), trace_ranks_(trace_ranks), platform_(std::move(platform)),
         slot_of_rank_(static_cast<std::size_t>(plan.ranks()), -1) {
     const int per_node = s.cluster.gpus_per_node;
     for (int node : simulated_nodes) {
@@ -86,9 +88,9 @@ class Simulation {
     }
   }
 
-  static Cluster reduced(const Cluster& c, int nodes) {
+  static Cluster reduced(const Cluster& c, std::size_t nodes) {
     Cluster out = c;
-    out.nodes = nodes;
+    out.nodes = static_cast<int>(nodes);
     return out;
   }
 
@@ -98,7 +100,10 @@ class Simulation {
     for (const RankState& rank : ranks_) total_ops_ += rank.done.size();
   }
 
-  void start_actors() {
+  /// Starts every stream's actor now; the step is timed from here.
+  std::vector<sg4::ActorPtr> start_actors() {
+    std::vector<sg4::ActorPtr> actors;
+    started_at_ = finished_at_ = sg4::Engine::get_clock();
     result_.simulated_ranks = static_cast<int>(rank_of_slot_.size());
     for (int slot = 0; slot < static_cast<int>(rank_of_slot_.size()); ++slot) {
       const int r = rank_of_slot_[slot];
@@ -106,10 +111,14 @@ class Simulation {
       for (const auto& entry : streams) {
         const Stream stream = entry.first;
         const auto* ops = &entry.second;  // a structured binding cannot be captured before C++20 in clang 14
-        sg4::Actor::create("rank" + std::to_string(r) + "." + stream_name(stream), platform_.gpus[slot],
-                           [this, r, stream, ops] { run_stream(r, stream, *ops); });
+        actors.push_back(sg4::Actor::create("rank" + std::to_string(r) + "." + stream_name(stream), platform_.gpus[slot],
+                                            [this, r, stream, ops] {
+                                              run_stream(r, stream, *ops);
+                                              finished_at_ = std::max(finished_at_, sg4::Engine::get_clock());
+                                            }));
       }
     }
+    return actors;
   }
 
   StepSimulation result() {
@@ -125,7 +134,7 @@ class Simulation {
                                "' unfinished (a deadlock)");
       }
     }
-    result_.step_s = sg4::Engine::get_clock();
+    result_.step_s = finished_at_ - started_at_;
     return std::move(result_);
   }
 
@@ -373,6 +382,7 @@ class Simulation {
     return v;
   }();
   double peak_flops_ = 0;
+  double started_at_ = 0, finished_at_ = 0;  ///< the step's first and last instants
   std::vector<RankState> ranks_;  ///< by slot
   std::vector<std::map<Stream, std::vector<std::uint32_t>>> stream_ops_;
   std::vector<std::vector<char>> foreign_dependents_;  ///< by program and op: an op of another stream waits on it
@@ -405,7 +415,7 @@ StepSimulation simulate_step(const Scenario& scenario, const Plan& plan, int tra
     for (int g = 0; g < scenario.cluster.gpus_per_node; ++g) ranks.push_back(node * scenario.cluster.gpus_per_node + g);
   refuse_beyond_machine(scenario, estimate_step(plan, ranks, trace_ranks, actors));
   auto engine = make_engine(2 * actors + spare <= maps);
-  Simulation sim(scenario, plan, trace_ranks, nodes);
+  Simulation sim(scenario, plan, trace_ranks, nodes, build_platform(Simulation::reduced(scenario.cluster, nodes.size())));
   sim.report_progress_to(progress);
   sim.start_actors();
   engine->run();
@@ -413,6 +423,84 @@ StepSimulation simulate_step(const Scenario& scenario, const Plan& plan, int tra
   result.fidelity = choice.fidelity;
   result.fidelity_reason = choice.reason;
   return result;
+}
+
+JobSteps simulate_jobs(const Scenario& deployment, const std::vector<PlacedJob>& jobs) {
+  const Cluster& shared = deployment.cluster;
+  // Every job's step twice (alone, together), all of them held at once: the estimates add up.
+  WorkEstimate all_phases;
+  all_phases.what = std::to_string(jobs.size()) + " jobs, each alone then together (";
+  long actors = 0;
+  for (const PlacedJob& job : jobs) {
+    std::vector<int> nodes(static_cast<std::size_t>(job.scenario->cluster.nodes)), ranks(job.gpus.size());
+    std::iota(nodes.begin(), nodes.end(), 0);
+    std::iota(ranks.begin(), ranks.end(), 0);
+    const long job_actors = actors_for(*job.scenario, *job.plan, nodes);
+    const WorkEstimate one = estimate_step(*job.plan, ranks, 0, job_actors);
+    all_phases.units += 2 * one.units;
+    all_phases.seconds += 2 * one.seconds;
+    all_phases.bytes += 2 * one.bytes;
+    all_phases.actors += job_actors;
+    all_phases.what += (actors > 0 ? "; " : "") + one.what;
+    actors += job_actors;
+  }
+  all_phases.what += ")";
+  const long maps = max_memory_maps(), spare = 4096;
+  // The together phase runs every job's actors at once.
+  if (actors + spare > maps) {
+    throw ScenarioError({deployment.source_file}, "jobs",
+                        "simulating the jobs together needs " + std::to_string(actors) + " SimGrid actors, more than this "
+                        "machine's memory maps allow (vm.max_map_count = " + std::to_string(maps) + "); place fewer or smaller "
+                        "jobs, or raise vm.max_map_count");
+  }
+  refuse_beyond_machine(deployment, all_phases);
+  auto engine = make_engine(2 * actors + spare <= maps);
+  const Platform all = build_platform(shared);
+  // A job's share of the platform: its ranks' GPUs by slot, its nodes' CPUs and disks.
+  auto share_of = [&](const PlacedJob& job) {
+    Platform p;
+    const int per_node = job.scenario->cluster.gpus_per_node;
+    for (std::size_t rank = 0; rank < job.gpus.size(); ++rank) {
+      const int gpu = job.gpus[rank];
+      p.gpus.push_back(all.gpus[static_cast<std::size_t>(gpu)]);
+      p.node_of_gpu.push_back(static_cast<int>(rank) / per_node);
+      if (rank % static_cast<std::size_t>(per_node) == 0) {
+        const int node = gpu / shared.gpus_per_node;
+        p.cpus.push_back(all.cpus[static_cast<std::size_t>(node)]);
+        if (!all.nvme.empty()) p.nvme.push_back(all.nvme[static_cast<std::size_t>(node)]);
+      }
+    }
+    return p;
+  };
+  auto make = [&](const PlacedJob& job) {
+    std::vector<int> nodes(static_cast<std::size_t>(job.scenario->cluster.nodes));
+    std::iota(nodes.begin(), nodes.end(), 0);
+    return std::make_unique<Simulation>(*job.scenario, *job.plan, 0, nodes, share_of(job));
+  };
+  // Each job alone, one after another (the platform idle between them), then all of them from one
+  // instant: a coordinator starts each phase when the last one's actors have ended.
+  std::vector<std::unique_ptr<Simulation>> alone, together;
+  for (const PlacedJob& job : jobs) alone.push_back(make(job));
+  for (const PlacedJob& job : jobs) together.push_back(make(job));
+  sg4::Actor::create("jobs", all.cpus.front(), [&] {
+    auto run_phase = [](std::vector<Simulation*> phase) {
+      std::vector<sg4::ActorPtr> actors;
+      for (Simulation* sim : phase) {
+        auto started = sim->start_actors();
+        actors.insert(actors.end(), started.begin(), started.end());
+      }
+      for (auto& a : actors) a->join();
+    };
+    for (auto& sim : alone) run_phase({sim.get()});
+    std::vector<Simulation*> all_at_once;
+    for (auto& sim : together) all_at_once.push_back(sim.get());
+    run_phase(all_at_once);
+  });
+  engine->run();
+  JobSteps out;
+  for (auto& sim : alone) out.alone.push_back(sim->result());
+  for (auto& sim : together) out.together.push_back(sim->result());
+  return out;
 }
 
 }  // namespace memtwin::sim

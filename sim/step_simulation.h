@@ -48,6 +48,26 @@ inline constexpr int kTracedRanks = 8;
 StepSimulation simulate_step(const Scenario& scenario, const Plan& plan, int trace_ranks = kTracedRanks,
                              Progress* progress = nullptr);
 
+/// A training job on a shared cluster (`jobs:`): its scenario, its plan and the shared cluster's
+/// GPU each of its ranks runs on.
+struct PlacedJob {
+  const Scenario* scenario = nullptr;
+  const Plan* plan = nullptr;
+  std::vector<int> gpus;
+};
+
+/// Each job's step alone and together, by job. Times are each step's own (from its first op to
+/// its last); memory timelines and traces are not kept meaningful across phases.
+struct JobSteps {
+  std::vector<StepSimulation> alone, together;
+};
+
+/// The jobs of `deployment` (a `jobs:` scenario) on one platform built of its cluster, every rank
+/// simulated: each job alone, one after another, then all of them from one instant, so that the
+/// difference is the sharing of links. Refused (ScenarioError) past this machine's actors, memory
+/// or the scenario's time limit, as a single step is.
+JobSteps simulate_jobs(const Scenario& deployment, const std::vector<PlacedJob>& jobs);
+
 /// The category a plan tensor belongs to in the memory breakdown.
 std::string tensor_category(const std::string& tensor);
 

@@ -146,6 +146,21 @@ def kv_occupancy(rows):
     return _finish(fig, ax, "time (s)", "KV blocks in use (%)", "KV-cache occupancy (replica 0)")
 
 
+def job_steps(doc):
+    """Each job's step alone and together on the shared cluster (a `jobs:` scenario's result)."""
+    jobs = doc["jobs"]
+    names = list(jobs)
+    fig, ax = plt.subplots(figsize=(max(5, 1.6 * len(names) + 2), 3.2))
+    x = range(len(names))
+    ax.bar([i - 0.2 for i in x], [jobs[n]["step_s"]["alone"] for n in names], width=0.4, label="alone", color="#4878d0")
+    ax.bar([i + 0.2 for i in x], [jobs[n]["step_s"]["together"] for n in names], width=0.4, label="together", color="#ee854a")
+    for i, n in enumerate(names):
+        ax.annotate(f"x{jobs[n]['slowdown']:.2f}", (i + 0.2, jobs[n]["step_s"]["together"]), ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(list(x))
+    ax.set_xticklabels(names)
+    return _finish(fig, ax, "job", "step time (s)", "Each job's step alone and together on the shared cluster", legend=True)
+
+
 def link_utilization(rows, shown=6):
     """Utilisation of the busiest link directions over the run (link_utilization.csv): each
     interval's bytes over its bandwidth x length, the `shown` directions that carried most."""

@@ -69,7 +69,10 @@ def _figures_for(path):
         return "Plan", metrics, shown
     beside = lambda name: os.path.join(directory, name)  # noqa: E731
     shown = []
-    if doc.get("workload") == "training":
+    if doc.get("workload") == "jobs":
+        shown.append(("job-steps", "Each job's step alone and together (the label: together / alone)", _png(figures.job_steps(doc))))
+        metrics = {f"{name} slowdown": job["slowdown"] for name, job in doc["jobs"].items()}
+    elif doc.get("workload") == "training":
         shown.append(("memory-breakdown", "Per-GPU memory by category", _png(figures.memory_breakdown(doc))))
         if os.path.exists(beside("timeline.csv")):
             rows = load.table(beside("timeline.csv"))

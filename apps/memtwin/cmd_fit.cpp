@@ -71,7 +71,7 @@ int cmd_fit(const Args& args) {
   std::vector<std::string> base_overrides;
   if (vm->count("set")) base_overrides = (*vm)["set"].as<std::vector<std::string>>();
   const std::string file = (*vm)["scenario"].as<std::string>();
-  load_scenario_file(file, base_overrides);  // the scenario itself must be valid (errors exit 2)
+  refuse_jobs(load_scenario_file(file, base_overrides).scenario, "fit");  // it must be valid (errors exit 2)
 
   std::map<std::int64_t, Evaluation> seen;
   auto probe = [&](std::int64_t v) {

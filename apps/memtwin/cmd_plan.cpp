@@ -102,6 +102,7 @@ int cmd_plan(const Args& args) {
   std::vector<std::string> common;
   if (vm->count("set")) common = (*vm)["set"].as<std::vector<std::string>>();
   const Scenario as_written = load_scenario_file(scenario, common).scenario;
+  refuse_jobs(as_written, "plan");
   std::vector<Requirement> requirements;
   if (vm->count("require")) {
     for (const auto& r : (*vm)["require"].as<std::vector<std::string>>()) requirements.push_back(parse_requirement(r));

@@ -107,6 +107,8 @@ int cmd_run(const Args& args) {
   HwOptions hw{(*vm)["device"].as<std::string>(), (*vm)["steps"].as<int>()};
   if (hw.steps < 1) throw UsageError("--steps must be at least 1");
   const std::string backend_name = resolve_backend((*vm)["backend"].as<std::string>(), loaded.scenario);
+  if (backend_name != "sim") refuse_jobs(loaded.scenario, "--backend " + backend_name);
+  if (vm->count("emit-plan")) refuse_jobs(loaded.scenario, "--emit-plan");
   if (vm->count("layers")) {
     if (backend_name != "hw") throw UsageError("--layers measures on the hardware backend: add --backend hw");
     LayerTruncation t = truncate_layers([&](const std::vector<std::string>& extra) { return load(*vm, extra); }, loaded.scenario,
@@ -167,7 +169,7 @@ int cmd_check(const Args& args) {
     std::cout << loaded.resolved.dump(2) << "\n";
   } else {
     std::cout << (*vm)["scenario"].as<std::string>() << ": ok ('" << loaded.scenario.name << "', "
-              << (loaded.scenario.training ? "training" : "inference") << ")\n";
+              << workload_name(loaded.scenario) << ")\n";
   }
   return kOk;
 }

@@ -115,7 +115,9 @@ int cmd_sweep(const Args& args) {
   const std::string scenario = (*vm)["scenario"].as<std::string>();
   std::vector<std::string> common;
   if (vm->count("set")) common = (*vm)["set"].as<std::vector<std::string>>();
-  const bool training = load_scenario_file(scenario, common).scenario.training.has_value();  // the base must be valid
+  const Scenario base = load_scenario_file(scenario, common).scenario;  // the base must be valid
+  refuse_jobs(base, "sweep");
+  const bool training = base.training.has_value();
   const std::vector<std::string>& columns = training ? kTrainingColumns : kServingColumns;
 
   std::vector<std::string> grid_specs, zip_specs;

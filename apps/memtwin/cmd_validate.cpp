@@ -64,6 +64,7 @@ int cmd_validate(const Args& args) {
   if (steps < 1) throw UsageError("--steps must be at least 1");
 
   LoadedScenario loaded = load_scenario_file(path, overrides);
+  refuse_jobs(loaded.scenario, "validate");
   // --layers: both sides run the shallower model (one plan); the full model is predicted too, for
   // the measurement extrapolated to its depth.
   std::optional<LoadedScenario> full;

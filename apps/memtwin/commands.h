@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "models/scenario.h"
+
 namespace memtwin::cli {
 
 enum ExitCode { kOk = 0, kInternalError = 1, kBadInput = 2, kDoesNotFit = 3 };
@@ -29,5 +31,14 @@ int cmd_compare(const Args& args);
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+/// A scenario of jobs (`jobs:`) runs with `memtwin run` on the simulator only: `what` (another
+/// command, or run with another backend or option) says so rather than run it as one workload.
+inline void refuse_jobs(const Scenario& s, const std::string& what) {
+  if (!s.jobs.empty()) {
+    throw UsageError("'" + s.name + "' is a scenario of jobs (jobs:), which only `memtwin run` simulates (on the simulator, "
+                     "the jobs together); " + what + " takes one of the jobs' own scenario files");
+  }
+}
 
 }  // namespace memtwin::cli

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "models/embedded.h"
+#include "models/scenario/build_jobs.h"
 #include "models/scenario/builders.h"
 #include "models/scenario/param_values.h"
 #include "models/scenario/scenario_tree.h"
@@ -15,6 +16,11 @@ namespace memtwin {
 LoadedScenario load_scenario_text(std::string_view text, const std::string& name, const std::string& base_dir,
                                   const std::vector<std::string>& overrides) {
   ScenarioTree tree = build_scenario_tree(text, name, base_dir, overrides);
+  // `jobs:` is a list of jobs, read on its own (build_jobs.h); every other key goes by the schema.
+  const YAML::Node& root = tree.root;  // const: looking a key up must not add it
+  const bool has_jobs = root.IsMap() && root["jobs"].IsDefined();
+  const YAML::Node jobs = has_jobs ? root["jobs"] : YAML::Node(YAML::NodeType::Undefined);  // with its marks (lines)
+  if (has_jobs) tree.root.remove("jobs");
   ParamValues values(tree);
 
   LoadedScenario out;
@@ -28,6 +34,17 @@ LoadedScenario load_scenario_text(std::string_view text, const std::string& name
   s.simulation.fidelity = values.choice("simulation.fidelity", kFidelityNames);
   s.simulation.time_limit = values.duration("simulation.time_limit");
   s.cluster = build_cluster(values);
+  if (has_jobs) {
+    for (const char* own : {"model", "training", "inference"}) {
+      if (values.has_section(own)) {
+        values.fail(own, "a scenario of jobs has no " + std::string(own) + " of its own: each job's scenario file has it");
+      }
+    }
+    s.jobs = build_jobs(jobs, tree, s.cluster);
+    out.resolved = values.resolved_json();
+    out.resolved["jobs"] = jobs_json(s.jobs, jobs);
+    return out;
+  }
   s.model = build_model(values);
 
   const bool training = values.has_section("training");

@@ -1,0 +1,110 @@
+// Several training jobs on one cluster (`jobs:`): each job's step alone and together on one
+// SimGrid platform, slower together only where the jobs share a link.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/test_support.h"
+
+using memtwin::test::run_memtwin;
+using memtwin::test::source_path;
+
+namespace {
+
+const std::string kShared = "scenarios/jobs/two-fsdp-jobs-shared-nodes.yaml";
+const std::string kOwn = "scenarios/jobs/two-fsdp-jobs-own-nodes.yaml";
+const std::string kJob = "scenarios/jobs/llama3-8b-fsdp-2x4xh100.yaml";
+
+nlohmann::json run_json(const std::string& scenario, std::vector<std::string> sets = {}) {
+  std::vector<std::string> args = {"run", source_path(scenario), "--json"};
+  for (const auto& s : sets) args.insert(args.end(), {"--set", s});
+  const auto r = run_memtwin(args);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  return nlohmann::json::parse(r.out);
+}
+
+// A jobs scenario in a temporary directory next to a copy of the job's scenario file.
+std::string jobs_file(const std::string& jobs_yaml) {
+  const auto dir = std::filesystem::temp_directory_path() / "memtwin-jobs-test";
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(source_path(kJob), dir / "job.yaml", std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(source_path("scenarios/serving/llama3-8b-h100-fp16-kv.yaml"), dir / "inference.yaml",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::ofstream(dir / "a100.yaml") << "name: a100-job\ncluster: {nodes: 1, gpus_per_node: 4, gpu: a100-80gb}\nmodel: llama-3-8b\n"
+                                       "training: {global_batch: 8, seq_len: 2048}\n";
+  std::ofstream(dir / "jobs.yaml") << "name: test-jobs\ncluster: {nodes: 2, gpus_per_node: 8, gpu: h100-sxm}\n" << jobs_yaml;
+  return (dir / "jobs.yaml").string();
+}
+
+}  // namespace
+
+TEST_CASE("jobs sharing nodes' oversubscribed uplinks are each slower together than alone", "[unit]") {
+  const auto shared = run_json(kShared);
+  CHECK(shared["workload"] == "jobs");
+  const double own_step = run_json(kJob)["time"]["step_s"].get<double>();
+  for (const char* name : {"first", "second"}) {
+    INFO(name);
+    const auto& job = shared["jobs"][name];
+    // Alone on the shared cluster's GPUs, the job takes what it takes on its own two nodes: a NIC
+    // per GPU and an uplink of four NICs' bandwidth either way.
+    CHECK(job["step_s"]["alone"].get<double>() == Approx(own_step).epsilon(1e-9));
+    CHECK(job["slowdown"].get<double>() > 1.2);
+    CHECK(job["step_s"]["together"].get<double>() == Approx(job["slowdown"].get<double>() * own_step).epsilon(1e-9));
+    CHECK(job["comm_busy_s"]["together"].get<double>() > job["comm_busy_s"]["alone"].get<double>());
+  }
+}
+
+TEST_CASE("jobs that share no link are as fast together as alone", "[unit]") {
+  // On nodes of their own.
+  const auto own = run_json(kOwn);
+  // On the same nodes, whose uplinks carry all their NICs' bandwidth: each GPU's NIC is its own
+  // and the uplink is no bottleneck, so nothing the jobs share limits them.
+  const auto full_uplinks = run_json(kShared, {"cluster.inter_node.oversubscription=1"});
+  for (const auto* doc : {&own, &full_uplinks}) {
+    for (const char* name : {"first", "second"}) {
+      const auto& job = (*doc)["jobs"][name];
+      // Equal to rounding: each phase starts at another instant of the one simulation.
+      CHECK(job["step_s"]["together"].get<double>() == Approx(job["step_s"]["alone"].get<double>()).epsilon(1e-12));
+      CHECK(job["slowdown"].get<double>() == Approx(1.0).epsilon(1e-12));
+    }
+  }
+}
+
+TEST_CASE("a jobs scenario is refused where a job cannot be placed, naming the job's key", "[unit]") {
+  auto check_refused = [](const std::string& jobs_yaml, const std::string& expected) {
+    const auto r = run_memtwin({"check", jobs_file(jobs_yaml)});
+    INFO(r.err);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains(expected));
+  };
+  check_refused("jobs:\n  - {name: a, scenario: job.yaml}\n  - {name: b, scenario: job.yaml, first_gpu: 2}\n",
+                "jobs[1].first_gpu: node 0's GPU 2 is job 'a''s already");
+  check_refused("jobs:\n  - {name: a, scenario: job.yaml, first_node: 1}\n", "jobs[0].first_node: the job's 2 nodes from node 1 pass");
+  check_refused("jobs:\n  - {name: a, scenario: job.yaml, first_gpu: 5}\n", "jobs[0].first_gpu");
+  check_refused("jobs:\n  - {name: a, scenario: job.yaml, frist_node: 0}\n", "did you mean 'first_node'");
+  check_refused("jobs:\n  - {name: a, scenario: job.yaml}\n  - {name: a, scenario: job.yaml, first_gpu: 4}\n",
+                "another job is named 'a'");
+  check_refused("jobs:\n  - {name: a, scenario: missing.yaml}\n", "no scenario file");
+  check_refused("jobs:\n  - {name: a, scenario: inference.yaml}\n", "is not a training scenario");
+  check_refused("jobs:\n  - {name: a, scenario: a100.yaml}\n", "the job runs on a100-80gb GPUs; the shared cluster's are h100-sxm");
+  check_refused("jobs: []\n", "expected a list of jobs");
+  check_refused("model: llama-3-8b\njobs:\n  - {name: a, scenario: job.yaml}\n", "has no model of its own");
+  // The error names the file and line of the job.
+  const auto r = run_memtwin({"check", jobs_file("jobs:\n  - {name: a, scenario: job.yaml, first_node: 3}\n")});
+  CHECK_THAT(r.err, Catch::Contains("jobs.yaml:4:"));
+  // Commands other than run refuse a jobs scenario (exit 2) rather than run it as one workload.
+  const auto validate = run_memtwin({"validate", source_path(kShared)});
+  CHECK(validate.exit_code == 2);
+  CHECK_THAT(validate.err, Catch::Contains("scenario of jobs"));
+  CHECK(run_memtwin({"run", source_path(kShared), "--backend", "analytic"}).exit_code == 2);
+  // The resource pre-check weighs every job's step twice (alone and together) before it starts.
+  const auto slow = run_memtwin({"run", source_path(kShared), "--set", "simulation.time_limit=1ms"});
+  CHECK(slow.exit_code == 2);
+  CHECK_THAT(slow.err, Catch::Contains("2 jobs, each alone then together") && Catch::Contains("fewer or smaller jobs"));
+}
