@@ -8,15 +8,26 @@ namespace sg4 = simgrid::s4u;
 
 void LinkMeter::enable() { sg_link_load_plugin_init(); }
 
-LinkMeter::LinkMeter(const std::vector<sg4::SplitDuplexLink*>& links, sg4::Host* host) {
+LinkCounters::LinkCounters(const std::vector<sg4::SplitDuplexLink*>& links) {
   for (sg4::SplitDuplexLink* link : links) {
     for (const auto& [direction, one_way] : {std::pair{"up", link->get_link_up()}, std::pair{"down", link->get_link_down()}}) {
       sg_link_load_track(one_way);
       directions_.push_back(one_way);
-      last_cumulative_.push_back(0.0);
-      load_.links.push_back({link->get_name(), direction, one_way->get_bandwidth(), {}});
+      series_.push_back({link->get_name(), direction, one_way->get_bandwidth(), {}});
     }
   }
+}
+
+std::vector<double> LinkCounters::read() const {
+  std::vector<double> bytes;
+  bytes.reserve(directions_.size());
+  for (sg4::Link* one_way : directions_) bytes.push_back(sg_link_get_cum_load(one_way));
+  return bytes;
+}
+
+LinkMeter::LinkMeter(const std::vector<sg4::SplitDuplexLink*>& links, sg4::Host* host)
+    : counters_(links), last_cumulative_(counters_.directions().size(), 0.0) {
+  load_.links = counters_.directions();
   sg4::Actor::create("link_meter", host, [this] {
     for (;;) {
       const double end = (load_.interval_end_s.empty() ? 0.0 : load_.interval_end_s.back()) + interval_;
@@ -28,10 +39,10 @@ LinkMeter::LinkMeter(const std::vector<sg4::SplitDuplexLink*>& links, sg4::Host*
 
 void LinkMeter::sample(double at) {
   load_.interval_end_s.push_back(at);
-  for (std::size_t i = 0; i < directions_.size(); ++i) {
-    const double cumulative = sg_link_get_cum_load(directions_[i]);
-    load_.links[i].bytes.push_back(cumulative - last_cumulative_[i]);
-    last_cumulative_[i] = cumulative;
+  const std::vector<double> cumulative = counters_.read();
+  for (std::size_t i = 0; i < cumulative.size(); ++i) {
+    load_.links[i].bytes.push_back(cumulative[i] - last_cumulative_[i]);
+    last_cumulative_[i] = cumulative[i];
   }
   if (load_.interval_end_s.size() >= kMaxIntervals) merge_pairs();
 }

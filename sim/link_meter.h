@@ -15,6 +15,22 @@
 
 namespace memtwin::sim {
 
+/// What every direction of some links has carried so far, as SimGrid's link-load plugin integrates
+/// it (LinkMeter::enable() first): read at chosen instants, their differences are each period's
+/// bytes.
+class LinkCounters {
+ public:
+  explicit LinkCounters(const std::vector<simgrid::s4u::SplitDuplexLink*>& links);
+  /// Bytes so far, by direction: up then down of each link, in `links` order.
+  [[nodiscard]] std::vector<double> read() const;
+  /// Each direction's name, direction and bandwidth (its bytes left empty).
+  [[nodiscard]] const std::vector<LinkSeries>& directions() const { return series_; }
+
+ private:
+  std::vector<simgrid::s4u::Link*> directions_;
+  std::vector<LinkSeries> series_;
+};
+
 class LinkMeter {
  public:
   static constexpr double kFirstInterval = 0.01;  ///< seconds; doubles as the run outgrows the intervals
@@ -35,7 +51,7 @@ class LinkMeter {
   void sample(double at);
   void merge_pairs();
 
-  std::vector<simgrid::s4u::Link*> directions_;  // up, down of each link
+  LinkCounters counters_;
   std::vector<double> last_cumulative_;
   LinkLoad load_;  // every direction's series, filtered by finish()
   double interval_ = kFirstInterval;

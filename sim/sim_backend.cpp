@@ -110,6 +110,14 @@ class SimBackend final : public Backend {
       if (oom) r.notes.push_back("job '" + job.name + "' runs out of memory: run its scenario alone for the report");
       r.metrics["jobs"][job.name] = j;
     }
+    // The links more than one job uses, and what they carried with the jobs together.
+    r.metrics["shared_links"] = nlohmann::ordered_json::array();
+    for (const auto& link : steps.shared_links) {
+      nlohmann::ordered_json names = nlohmann::ordered_json::array();
+      for (std::size_t j : link.jobs) names.push_back(s.jobs[j].name);
+      r.metrics["shared_links"].push_back(
+          {{"link", link.link}, {"direction", link.direction}, {"jobs", names}, {"bytes", link.bytes}, {"utilization", link.utilization}});
+    }
     Fnv1a together;  // the plans that ran together, each under its job's name
     for (std::size_t i = 0; i < s.jobs.size(); ++i) {
       together.add(s.jobs[i].name);

@@ -13,6 +13,7 @@
 #include "sim/collectives.h"
 #include "sim/engine_setup.h"
 #include "sim/fidelity_choice.h"
+#include "sim/link_meter.h"
 #include "sim/resource_check.h"
 #include "sim/platform.h"
 
@@ -455,7 +456,9 @@ JobSteps simulate_jobs(const Scenario& deployment, const std::vector<PlacedJob>&
   }
   refuse_beyond_machine(deployment, all_phases);
   auto engine = make_engine(2 * actors + spare <= maps);
+  LinkMeter::enable();
   const Platform all = build_platform(shared);
+  const LinkCounters counters(all.links);
   // A job's share of the platform: its ranks' GPUs by slot, its nodes' CPUs and disks.
   auto share_of = [&](const PlacedJob& job) {
     Platform p;
@@ -482,22 +485,41 @@ JobSteps simulate_jobs(const Scenario& deployment, const std::vector<PlacedJob>&
   std::vector<std::unique_ptr<Simulation>> alone, together;
   for (const PlacedJob& job : jobs) alone.push_back(make(job));
   for (const PlacedJob& job : jobs) together.push_back(make(job));
+  // Each phase's bytes on every link direction: the counters' difference across it.
+  std::vector<std::vector<double>> alone_bytes;
+  std::vector<double> together_bytes;
+  double together_s = 0;
   sg4::Actor::create("jobs", all.cpus.front(), [&] {
-    auto run_phase = [](std::vector<Simulation*> phase) {
+    auto run_phase = [&](std::vector<Simulation*> phase) {
+      const std::vector<double> before = counters.read();
+      const double began = sg4::Engine::get_clock();
       std::vector<sg4::ActorPtr> actors;
       for (Simulation* sim : phase) {
         auto started = sim->start_actors();
         actors.insert(actors.end(), started.begin(), started.end());
       }
       for (auto& a : actors) a->join();
+      std::vector<double> bytes = counters.read();
+      for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] -= before[i];
+      together_s = sg4::Engine::get_clock() - began;  // the last phase's is the one kept
+      return bytes;
     };
-    for (auto& sim : alone) run_phase({sim.get()});
+    for (auto& sim : alone) alone_bytes.push_back(run_phase({sim.get()}));
     std::vector<Simulation*> all_at_once;
     for (auto& sim : together) all_at_once.push_back(sim.get());
-    run_phase(all_at_once);
+    together_bytes = run_phase(all_at_once);
   });
   engine->run();
   JobSteps out;
+  const std::vector<LinkSeries>& directions = counters.directions();
+  for (std::size_t d = 0; d < directions.size(); ++d) {
+    JobSteps::SharedLink shared_link{directions[d].link, directions[d].direction, {}, together_bytes[d], 0.0};
+    for (std::size_t j = 0; j < jobs.size(); ++j)
+      if (alone_bytes[j][d] > 0) shared_link.jobs.push_back(j);
+    if (shared_link.jobs.size() < 2) continue;
+    shared_link.utilization = together_s > 0 ? shared_link.bytes / (directions[d].bandwidth * together_s) : 0.0;
+    out.shared_links.push_back(std::move(shared_link));
+  }
   for (auto& sim : alone) out.alone.push_back(sim->result());
   for (auto& sim : together) out.together.push_back(sim->result());
   return out;

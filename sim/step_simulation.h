@@ -60,6 +60,14 @@ struct PlacedJob {
 /// its last); memory timelines and traces are not kept meaningful across phases.
 struct JobSteps {
   std::vector<StepSimulation> alone, together;
+  /// A link direction that more than one job used alone: which jobs, and what it carried while
+  /// they ran together (bytes, and their mean rate over its bandwidth for the together phase).
+  struct SharedLink {
+    std::string link, direction;
+    std::vector<std::size_t> jobs;
+    double bytes = 0, utilization = 0;
+  };
+  std::vector<SharedLink> shared_links;
 };
 
 /// The jobs of `deployment` (a `jobs:` scenario) on one platform built of its cluster, every rank

@@ -74,6 +74,20 @@ void print_seeds(std::ostream& out, const nlohmann::ordered_json& seeds) {
   if (same > 0) out << "  (" << same << " more the same at every seed)\n";
 }
 
+// jobs: one line per link direction more than one job uses, with what it carried together.
+void print_shared_links(std::ostream& out, const nlohmann::ordered_json& links) {
+  out << "\nshared_links (used by more than one job; carried with the jobs together)\n";
+  if (links.empty()) out << "  none: no link carries more than one job's traffic\n";
+  for (const auto& link : links) {
+    std::string jobs;
+    for (const auto& j : link["jobs"]) jobs += (jobs.empty() ? "" : ", ") + j.get<std::string>();
+    std::ostringstream utilization;
+    utilization << std::setprecision(3) << 100 * link["utilization"].get<double>() << "% busy";
+    out << "  " << std::left << std::setw(24) << link["link"].get<std::string>() + " " + link["direction"].get<std::string>()
+        << std::setw(22) << jobs << std::setw(12) << format_value("", "bytes", link["bytes"]) << utilization.str() << "\n";
+  }
+}
+
 }  // namespace
 
 void print_text_report(std::ostream& out, const nlohmann::ordered_json& doc) {
@@ -85,6 +99,7 @@ void print_text_report(std::ostream& out, const nlohmann::ordered_json& doc) {
       print_seeds(out, value);
       continue;
     }
+    if (key == "simulated" && doc.contains("shared_links")) print_shared_links(out, doc["shared_links"]);
     out << "\n" << key << "\n";
     print_section(out, key, value);
   }

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,15 @@ TEST_CASE("jobs sharing nodes' oversubscribed uplinks are each slower together t
     CHECK(job["step_s"]["together"].get<double>() == Approx(job["slowdown"].get<double>() * own_step).epsilon(1e-9));
     CHECK(job["comm_busy_s"]["together"].get<double>() > job["comm_busy_s"]["alone"].get<double>());
   }
+  // What they share: both nodes' uplinks, both ways, busy most of the together phase.
+  std::set<std::string> shared_links;
+  for (const auto& link : shared["shared_links"]) {
+    shared_links.insert(link["link"].get<std::string>() + " " + link["direction"].get<std::string>());
+    CHECK(link["jobs"] == nlohmann::json::array({"first", "second"}));
+    CHECK(link["utilization"].get<double>() > 0.5);
+    CHECK(link["utilization"].get<double>() <= 1.0);
+  }
+  CHECK(shared_links == std::set<std::string>{"node0.uplink up", "node0.uplink down", "node1.uplink up", "node1.uplink down"});
 }
 
 TEST_CASE("jobs that share no link are as fast together as alone", "[unit]") {
@@ -66,6 +76,10 @@ TEST_CASE("jobs that share no link are as fast together as alone", "[unit]") {
   // On the same nodes, whose uplinks carry all their NICs' bandwidth: each GPU's NIC is its own
   // and the uplink is no bottleneck, so nothing the jobs share limits them.
   const auto full_uplinks = run_json(kShared, {"cluster.inter_node.oversubscription=1"});
+  CHECK(own["shared_links"].empty());
+  // The uplinks are still shared, but each carries both jobs at under its bandwidth.
+  REQUIRE(full_uplinks["shared_links"].size() == 4);
+  for (const auto& link : full_uplinks["shared_links"]) CHECK(link["utilization"].get<double>() < 0.5);
   for (const auto* doc : {&own, &full_uplinks}) {
     for (const char* name : {"first", "second"}) {
       const auto& job = (*doc)["jobs"][name];
