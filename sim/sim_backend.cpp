@@ -18,6 +18,7 @@
 #include "models/serving/iteration_plan.h"
 #include "models/serving/serving_report.h"
 #include "models/validation/prediction_interval.h"
+#include "sim/job_simulation.h"
 #include "sim/serving_simulation.h"
 #include "sim/disaggregated_serving.h"
 #include "sim/step_simulation.h"

@@ -11,6 +11,7 @@
 // stage and ring position, so NVLink, NICs and uplinks carry the load they would in the full cluster.
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,9 +21,9 @@
 #include "models/plan/step_trace.h"
 #include "models/progress.h"
 #include "models/scenario.h"
+#include "sim/platform.h"
 
 namespace memtwin::sim {
-
 
 struct StepSimulation {
   double step_s = 0;
@@ -48,33 +49,19 @@ inline constexpr int kTracedRanks = 8;
 StepSimulation simulate_step(const Scenario& scenario, const Plan& plan, int trace_ranks = kTracedRanks,
                              Progress* progress = nullptr);
 
-/// A training job on a shared cluster (`jobs:`): its scenario, its plan and the shared cluster's
-/// GPU each of its ranks runs on.
-struct PlacedJob {
-  const Scenario* scenario = nullptr;
-  const Plan* plan = nullptr;
-  std::vector<int> gpus;
+/// One plan's ranks run by SimGrid actors on a platform given to it: what simulate_step and
+/// simulate_jobs (job_simulation.h) share. The engine must exist; `platform` holds the simulated
+/// nodes' GPUs by slot (a platform of their own, or a job's share of a shared one).
+class PlanRun {
+ public:
+  virtual ~PlanRun() = default;
+  /// Starts every stream's actor now; the step is timed from here.
+  virtual std::vector<simgrid::s4u::ActorPtr> start_actors() = 0;
+  /// After the engine ran: the step (std::logic_error if an op never finished: a deadlock).
+  virtual StepSimulation result() = 0;
 };
-
-/// Each job's step alone and together, by job. Times are each step's own (from its first op to
-/// its last); memory timelines and traces are not kept meaningful across phases.
-struct JobSteps {
-  std::vector<StepSimulation> alone, together;
-  /// A link direction that more than one job used alone: which jobs, and what it carried while
-  /// they ran together (bytes, and their mean rate over its bandwidth for the together phase).
-  struct SharedLink {
-    std::string link, direction;
-    std::vector<std::size_t> jobs;
-    double bytes = 0, utilization = 0;
-  };
-  std::vector<SharedLink> shared_links;
-};
-
-/// The jobs of `deployment` (a `jobs:` scenario) on one platform built of its cluster, every rank
-/// simulated: each job alone, one after another, then all of them from one instant, so that the
-/// difference is the sharing of links. Refused (ScenarioError) past this machine's actors, memory
-/// or the scenario's time limit, as a single step is.
-JobSteps simulate_jobs(const Scenario& deployment, const std::vector<PlacedJob>& jobs);
+std::unique_ptr<PlanRun> make_plan_run(const Scenario& scenario, const Plan& plan, int trace_ranks,
+                                       const std::vector<int>& simulated_nodes, Platform platform);
 
 /// The category a plan tensor belongs to in the memory breakdown.
 std::string tensor_category(const std::string& tensor);
