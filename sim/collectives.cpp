@@ -157,4 +157,37 @@ void run_collectives(std::span<const CollectivePlan> plans, const Platform& plat
   if (latency > 0) sg4::this_actor::sleep_for(latency);
 }
 
+MemberFlows::MemberFlows(const CollectivePlan& plan, const std::vector<int>& member_slots) {
+  int slots = 0;
+  for (int s : member_slots) slots = std::max(slots, s + 1);
+  std::vector<char> member(static_cast<std::size_t>(slots), 0);
+  for (int s : member_slots) member[static_cast<std::size_t>(s)] = 1;
+  auto is_member = [&](int s) { return s >= 0 && s < slots && member[static_cast<std::size_t>(s)]; };
+  sends_.resize(static_cast<std::size_t>(slots));
+  receives_.assign(static_cast<std::size_t>(slots), 0);
+  for (const Flow& f : plan.flows) {
+    if (f.bytes <= 0) continue;
+    if (!is_member(f.src) || !is_member(f.dst)) {
+      sends_.clear();
+      receives_.clear();
+      return;
+    }
+    sends_[static_cast<std::size_t>(f.src)].push_back({f.dst, static_cast<std::uint64_t>(f.bytes)});
+    ++receives_[static_cast<std::size_t>(f.dst)];
+  }
+  usable_ = true;
+}
+
+void MemberFlows::exchange(int slot, const std::vector<sg4::Mailbox*>& inbox) const {
+  static char payload;  // mailboxes carry a pointer; the simulated size is what counts
+  const auto index = static_cast<std::size_t>(slot);
+  if (index >= sends_.size()) return;
+  std::vector<sg4::CommPtr> comms;
+  std::vector<void*> received(static_cast<std::size_t>(receives_[index]));
+  comms.reserve(sends_[index].size() + received.size());
+  for (const Send& s : sends_[index]) comms.push_back(inbox[static_cast<std::size_t>(s.dst)]->put_async(&payload, s.bytes));
+  for (void*& r : received) comms.push_back(inbox[index]->get_async(&r));
+  sg4::Comm::wait_all(comms);
+}
+
 }  // namespace memtwin::sim

@@ -9,6 +9,7 @@
 // its share of the inter-node traffic to the same-rail GPU of the next node through its own NIC,
 // the rest over NVLink to its neighbour. An all-to-all (expert parallelism) is every member sending
 // each other member its share at once, n(n-1) uncapped flows.
+#include <cstdint>
 #include <span>
 #include <vector>
 
@@ -38,5 +39,31 @@ void run_collective(const CollectivePlan& plan, const Platform& platform);
 /// Several collectives at once (on their own or on shared links): every plan's flows together,
 /// then the longest remaining latency.
 void run_collectives(std::span<const CollectivePlan> plans, const Platform& platform);
+
+/// A plan's flows by the member that sends or receives them, for collectives whose members each run
+/// an actor: each member's actor then moves its own flows through mailboxes. Why: SimGrid 3.32 keeps
+/// every host-to-host transfer (`Comm::sendto`) on one global list and scans all of it each time
+/// one finishes, so one actor issuing a large group's flows costs O(flows^2); an actor's own
+/// transfers stay on its own short list. The flows start at the same instant either way (every
+/// member posts when the collective starts), so the collective takes the same time.
+class MemberFlows {
+ public:
+  /// Empty (`usable()` false) unless every flow with bytes runs between two of `member_slots`.
+  MemberFlows(const CollectivePlan& plan, const std::vector<int>& member_slots);
+  bool usable() const { return usable_; }
+  /// Sends the member's flows, receives what is sent to it, and waits for both. Call from the actor
+  /// of `slot`, with every member doing the same; `inbox[s]` is the mailbox of slot s's actor that
+  /// runs this collective (all members' actors run it on the same stream).
+  void exchange(int slot, const std::vector<simgrid::s4u::Mailbox*>& inbox) const;
+
+ private:
+  struct Send {
+    int dst = 0;
+    std::uint64_t bytes = 0;
+  };
+  bool usable_ = false;
+  std::vector<std::vector<Send>> sends_;  ///< by slot
+  std::vector<int> receives_;             ///< by slot: how many flows arrive
+};
 
 }  // namespace memtwin::sim

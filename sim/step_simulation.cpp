@@ -40,12 +40,34 @@ struct RankState {
   std::map<std::string, std::int64_t> by_category;
 };
 
+// A collective's flows on the simulated nodes, and the same by member where each member can move
+// its own (see MemberFlows).
+struct FoldedCollective {
+  CollectivePlan plan;
+  MemberFlows by_member;
+};
+
 struct Rendezvous {
   int arrived = 0;
-  int departed = 0;  ///< members that saw it finish; the last one removes it
+  int exchanged = 0;  ///< members whose own flows are done (flows moved by member)
+  int departed = 0;   ///< members that saw it finish; the last one removes it
+  const FoldedCollective* collective = nullptr;  ///< set by the last to arrive, which starts it
   bool finished = false;
   std::vector<sg4::ActorPtr> waiting;
 };
+
+// Suspends the calling actor until `flag` is set by another, who resumes rv.waiting.
+void wait_for_flag(const bool& flag, Rendezvous& rv) {
+  while (!flag) {
+    rv.waiting.push_back(sg4::Actor::self());
+    sg4::this_actor::suspend();
+  }
+}
+
+void resume_all(Rendezvous& rv) {
+  for (auto& a : rv.waiting) a->resume();
+  rv.waiting.clear();
+}
 
 class Simulation final : public PlanRun {
  public:
@@ -100,6 +122,15 @@ class Simulation final : public PlanRun {
     std::vector<sg4::ActorPtr> actors;
     started_at_ = finished_at_ = sg4::Engine::get_clock();
     result_.simulated_ranks = static_cast<int>(rank_of_slot_.size());
+    // The names only need to be unique in the engine (several jobs' simulations may share one).
+    for (const auto& streams : stream_ops_) {
+      for (const auto& entry : streams) {
+        std::vector<sg4::Mailbox*>& boxes = inboxes_[entry.first];
+        for (std::size_t slot = boxes.size(); slot < rank_of_slot_.size(); ++slot) {
+          boxes.push_back(sg4::Mailbox::by_name(platform_.gpus[slot]->get_name() + "." + stream_name(entry.first)));
+        }
+      }
+    }
     for (int slot = 0; slot < static_cast<int>(rank_of_slot_.size()); ++slot) {
       const int r = rank_of_slot_[slot];
       const auto& streams = stream_ops_[plan_.program_of_rank[r]];
@@ -308,19 +339,30 @@ class Simulation final : public PlanRun {
       }
     }
     if (launcher) {
-      // Only the last rank to arrive builds and runs the flows (O(n) once per collective).
-      const CollectivePlan& cp = folded_plan(op, group_index);
-      result_.flows += static_cast<long>(cp.flows.size());
-      run_collective(cp, platform_);
-      rv.finished = true;
-      for (auto& a : rv.waiting) a->resume();
-      rv.waiting.clear();
-    } else {
-      while (!rv.finished) {
-        rv.waiting.push_back(sg4::Actor::self());
-        sg4::this_actor::suspend();
-      }
+      // Only the last rank to arrive builds the flows (O(n) once per collective) and starts them.
+      rv.collective = &folded_plan(op, group_index, family != "pp");
+      result_.flows += static_cast<long>(rv.collective->plan.flows.size());
     }
+    while (!rv.collective) {
+      rv.waiting.push_back(sg4::Actor::self());
+      sg4::this_actor::suspend();
+    }
+    const FoldedCollective& folded = *rv.collective;
+    if (folded.by_member.usable()) {
+      // Every member moves its own flows; the last to be done charges the latency left.
+      if (launcher) resume_all(rv);
+      folded.by_member.exchange(slot_of_rank_[rank], inbox(op.stream));
+      if (++rv.exchanged == members) {
+        if (folded.plan.latency_s > 0) sg4::this_actor::sleep_for(folded.plan.latency_s);
+        rv.finished = true;
+        resume_all(rv);
+      }
+    } else if (launcher) {
+      run_collective(folded.plan, platform_);
+      rv.finished = true;
+      resume_all(rv);
+    }
+    wait_for_flag(rv.finished, rv);
     // Only collectives in flight stay in the map, so that finding one stays cheap.
     if (++rv.departed == members) rendezvous_.erase(entry);
   }
@@ -329,15 +371,26 @@ class Simulation final : public PlanRun {
   // bytes, and a step repeats the same few (every layer's gather alike), so each is built once:
   // building one is O(group size), which at fast fidelity is the cluster's size, not the
   // simulated nodes'.
-  const CollectivePlan& folded_plan(const Op& op, int group_index) {
+  // `by_member`: whether the members' actors may move their own flows (members meeting at the same
+  // op of the same program, so on the same stream; pipeline neighbours run different programs).
+  const FoldedCollective& folded_plan(const Op& op, int group_index, bool by_member) {
     auto key = std::make_tuple(op.collective, op.role, group_index, op.bytes_total);
     auto found = folded_plans_.find(key);
     if (found != folded_plans_.end()) return found->second;
     const std::vector<int>& group = plan_.groups.at(op.role)[group_index];
-    return folded_plans_
-        .emplace(std::move(key), onto_simulated(plan_collective(op.collective, group, op.bytes_total, full_node_of_gpu_, s_.cluster)))
-        .first->second;
+    CollectivePlan plan = onto_simulated(plan_collective(op.collective, group, op.bytes_total, full_node_of_gpu_, s_.cluster));
+    std::vector<int> member_slots;
+    if (by_member) {
+      for (int r : group)
+        if (slot_of_rank_[r] >= 0) member_slots.push_back(slot_of_rank_[r]);
+    }
+    MemberFlows members(plan, member_slots);
+    return folded_plans_.emplace(std::move(key), FoldedCollective{std::move(plan), std::move(members)}).first->second;
   }
+
+  // Each simulated rank's mailbox for the collectives it runs on `stream` (made in start_actors:
+  // making one is a simcall, which would let other actors see a half-made table).
+  const std::vector<sg4::Mailbox*>& inbox(Stream stream) const { return inboxes_.at(stream); }
 
   // The flows of the simulated nodes, by platform slot. At fast fidelity a flow towards an
   // unsimulated node goes to the simulated node standing in for it (same pipeline stage, same rail),
@@ -383,7 +436,8 @@ class Simulation final : public PlanRun {
   std::vector<std::vector<char>> foreign_dependents_;  ///< by program and op: an op of another stream waits on it
   std::vector<std::vector<double>> op_seconds_;         ///< by program and op: a compute op's time
   std::map<std::tuple<std::string, std::string, int>, std::unique_ptr<Rendezvous>> rendezvous_;
-  std::map<std::tuple<Collective, std::string, int, double>, CollectivePlan> folded_plans_;
+  std::map<std::tuple<Collective, std::string, int, double>, FoldedCollective> folded_plans_;
+  std::map<Stream, std::vector<sg4::Mailbox*>> inboxes_;
   StepSimulation result_;
   Progress* progress_ = nullptr;
   std::uint64_t ops_done_ = 0, total_ops_ = 0;
