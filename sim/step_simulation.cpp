@@ -56,6 +56,16 @@ struct Rendezvous {
   std::vector<sg4::ActorPtr> waiting;
 };
 
+// What the members of a collective op meet on. Members running the same program meet at the same op
+// index; pipeline neighbours run different programs and meet by tag, both directions of a pair
+// (pp_next, pp_prev) in one family.
+constexpr int kPipelineFamily = -1;
+struct Meeting {
+  int name = 0;    ///< the op's index, or -1 - the tag's id where the op has a tag
+  int family = 0;  ///< the role's id, or kPipelineFamily
+  int role = 0;    ///< index into the plan's roles (plan_.groups' keys, in order)
+};
+
 // Suspends the calling actor until `flag` is set by another, who resumes rv.waiting.
 void wait_for_flag(const bool& flag, Rendezvous& rv) {
   while (!flag) {
@@ -87,6 +97,7 @@ class Simulation final : public PlanRun {
     for (std::size_t slot = 0; slot < rank_of_slot_.size(); ++slot) {
       ranks_[slot].done.assign(plan.programs[plan.program_of_rank[rank_of_slot_[slot]]].ops.size(), 0);
     }
+    index_meetings();
     const Training& t = *s.training;
     peak_flops_ = s.cluster.gpu.flops.count(t.precision) ? s.cluster.gpu.flops.at(t.precision).value()
                                                           : s.cluster.gpu.flops.begin()->second.value();
@@ -103,6 +114,37 @@ class Simulation final : public PlanRun {
       stream_ops_.push_back(streams);
       foreign_dependents_.push_back(std::move(foreign));
       op_seconds_.push_back(std::move(seconds));
+    }
+  }
+
+  void index_meetings() {
+    std::map<std::string, int> role_id, tag_id;
+    for (const auto& [role, groups] : plan_.groups) {
+      role_id.emplace(role, static_cast<int>(groups_of_role_.size()));
+      groups_of_role_.push_back(&groups);
+      std::vector<int> members;
+      for (const auto& group : groups) {
+        members.push_back(static_cast<int>(std::count_if(group.begin(), group.end(), [&](int r) { return slot_of_rank_[r] >= 0; })));
+      }
+      members_of_group_.push_back(std::move(members));
+    }
+    for (int rank : rank_of_slot_) {
+      std::vector<int> by_role(groups_of_role_.size(), -1);
+      for (const auto& [role, index] : plan_.group_of_rank[rank]) by_role[role_id.at(role)] = index;
+      group_of_slot_.push_back(std::move(by_role));
+    }
+    for (const Program& program : plan_.programs) {
+      std::vector<Meeting> meetings(program.ops.size());
+      for (std::uint32_t i = 0; i < program.ops.size(); ++i) {
+        const Op& op = program.ops[i];
+        if (op.kind != OpKind::collective) continue;
+        Meeting& m = meetings[i];
+        m.role = role_id.at(op.role);
+        m.family = op.role.rfind("pp_", 0) == 0 ? kPipelineFamily : m.role;
+        m.name = op.tag.empty() ? static_cast<int>(i)
+                                : -1 - tag_id.emplace(op.tag, static_cast<int>(tag_id.size())).first->second;
+      }
+      meetings_.push_back(std::move(meetings));
     }
   }
 
@@ -315,17 +357,12 @@ class Simulation final : public PlanRun {
   }
 
   void collective(int rank, std::uint32_t index, const Op& op) {
-    const int group_index = plan_.group_of_rank[rank].at(op.role);
-    const std::vector<int>& group = plan_.groups.at(op.role)[group_index];
+    const Meeting& meeting = meetings_[plan_.program_of_rank[rank]][index];
+    const int group_index = group_of_slot_[slot_of_rank_[rank]][meeting.role];
+    const std::vector<int>& group = (*groups_of_role_[meeting.role])[group_index];
     if (group.size() < 2) return;
-    const int members = static_cast<int>(std::count_if(group.begin(), group.end(), [&](int r) { return slot_of_rank_[r] >= 0; }));
-    // Members running the same program meet at the same op index; pipeline neighbours run different
-    // programs and meet by tag. Both ends of a pipeline pair name it from their side.
-    const std::string family = op.role.rfind("pp_", 0) == 0 ? "pp" : op.role;
-    std::string name = op.tag;
-    if (name.empty()) name.append("#").append(std::to_string(index));  // (GCC 12 misreads "#" + string)
-    auto key = std::make_tuple(std::move(name), family, group_index);
-    const auto entry = rendezvous_.try_emplace(std::move(key)).first;
+    const int members = members_of_group_[meeting.role][group_index];
+    const auto entry = rendezvous_.try_emplace(std::make_tuple(meeting.name, meeting.family, group_index)).first;
     if (!entry->second) entry->second = std::make_unique<Rendezvous>();
     Rendezvous& rv = *entry->second;
     const bool launcher = ++rv.arrived == members;
@@ -340,7 +377,7 @@ class Simulation final : public PlanRun {
     }
     if (launcher) {
       // Only the last rank to arrive builds the flows (O(n) once per collective) and starts them.
-      rv.collective = &folded_plan(op, group_index, family != "pp");
+      rv.collective = &folded_plan(op, meeting, group_index);
       result_.flows += static_cast<long>(rv.collective->plan.flows.size());
     }
     while (!rv.collective) {
@@ -371,16 +408,16 @@ class Simulation final : public PlanRun {
   // bytes, and a step repeats the same few (every layer's gather alike), so each is built once:
   // building one is O(group size), which at fast fidelity is the cluster's size, not the
   // simulated nodes'.
-  // `by_member`: whether the members' actors may move their own flows (members meeting at the same
-  // op of the same program, so on the same stream; pipeline neighbours run different programs).
-  const FoldedCollective& folded_plan(const Op& op, int group_index, bool by_member) {
-    auto key = std::make_tuple(op.collective, op.role, group_index, op.bytes_total);
+  const FoldedCollective& folded_plan(const Op& op, const Meeting& meeting, int group_index) {
+    auto key = std::make_tuple(op.collective, meeting.role, group_index, op.bytes_total);
     auto found = folded_plans_.find(key);
     if (found != folded_plans_.end()) return found->second;
-    const std::vector<int>& group = plan_.groups.at(op.role)[group_index];
+    const std::vector<int>& group = (*groups_of_role_[meeting.role])[group_index];
     CollectivePlan plan = onto_simulated(plan_collective(op.collective, group, op.bytes_total, full_node_of_gpu_, s_.cluster));
+    // Members meeting at the same op of the same program run it on the same stream, so each can
+    // move its own flows; pipeline neighbours run different programs.
     std::vector<int> member_slots;
-    if (by_member) {
+    if (meeting.family != kPipelineFamily) {
       for (int r : group)
         if (slot_of_rank_[r] >= 0) member_slots.push_back(slot_of_rank_[r]);
     }
@@ -435,8 +472,13 @@ class Simulation final : public PlanRun {
   std::vector<std::map<Stream, std::vector<std::uint32_t>>> stream_ops_;
   std::vector<std::vector<char>> foreign_dependents_;  ///< by program and op: an op of another stream waits on it
   std::vector<std::vector<double>> op_seconds_;         ///< by program and op: a compute op's time
-  std::map<std::tuple<std::string, std::string, int>, std::unique_ptr<Rendezvous>> rendezvous_;
-  std::map<std::tuple<Collective, std::string, int, double>, FoldedCollective> folded_plans_;
+  std::map<std::tuple<int, int, int>, std::unique_ptr<Rendezvous>> rendezvous_;  ///< (name, family, group)
+  // What the collective hot path looks up, as integers (it runs once per rank and collective).
+  std::vector<std::vector<Meeting>> meetings_;  ///< by program and op
+  std::vector<const std::vector<std::vector<int>>*> groups_of_role_;  ///< by role id: plan_.groups[role]
+  std::vector<std::vector<int>> group_of_slot_;     ///< by slot and role id: its group's index
+  std::vector<std::vector<int>> members_of_group_;  ///< by role id and group: simulated members
+  std::map<std::tuple<Collective, int, int, double>, FoldedCollective> folded_plans_;
   std::map<Stream, std::vector<sg4::Mailbox*>> inboxes_;
   StepSimulation result_;
   Progress* progress_ = nullptr;
