@@ -158,6 +158,12 @@ void run_collectives(std::span<const CollectivePlan> plans, const Platform& plat
 }
 
 MemberFlows::MemberFlows(const CollectivePlan& plan, const std::vector<int>& member_slots) {
+  // Below this many flows the global list stays short, and one actor issuing them all costs fewer
+  // context switches than every member posting its own (the 16K-GPU example's 8-GPU tensor-parallel
+  // all-reduces ran 1.0 s launched, 1.5 s by member; the 1,024-GPU step's 2,048-flow gathers 2.8 s
+  // launched, 2.4 s by member, on the development VM).
+  constexpr std::size_t kFewestFlows = 64;
+  if (plan.flows.size() < kFewestFlows) return;
   int slots = 0;
   for (int s : member_slots) slots = std::max(slots, s + 1);
   std::vector<char> member(static_cast<std::size_t>(slots), 0);

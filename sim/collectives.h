@@ -48,7 +48,8 @@ void run_collectives(std::span<const CollectivePlan> plans, const Platform& plat
 /// member posts when the collective starts), so the collective takes the same time.
 class MemberFlows {
  public:
-  /// Empty (`usable()` false) unless every flow with bytes runs between two of `member_slots`.
+  /// Empty (`usable()` false) for a plan of few flows (see kFewestFlows), or unless every flow with
+  /// bytes runs between two of `member_slots`.
   MemberFlows(const CollectivePlan& plan, const std::vector<int>& member_slots);
   bool usable() const { return usable_; }
   /// Sends the member's flows, receives what is sent to it, and waits for both. Call from the actor
