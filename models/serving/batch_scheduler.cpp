@@ -90,6 +90,7 @@ std::optional<ScheduledIteration> BatchScheduler::schedule() {
   // Each pass that schedules nothing preempts or swaps in a sequence; more passes than that are a
   // livelock, a bug to report rather than a hang.
   const std::size_t passes = 4 * (running_.size() + waiting_.size()) + 8;
+  const auto watermark = static_cast<std::int64_t>(std::ceil(0.01 * capacity_));  // free blocks admission keeps
   for (std::size_t pass = 0;; ++pass) {
     if (waiting_.empty() && running_.empty()) return std::nullopt;
     if (pass > passes) throw std::logic_error("batch scheduler: no iteration after " + std::to_string(pass) + " passes");
@@ -148,8 +149,7 @@ std::optional<ScheduledIteration> BatchScheduler::schedule() {
       const int chunk = sv.chunked_prefill ? std::min(remaining, budget) : remaining;
       if (chunk > budget) return false;
       const std::int64_t target = blocks_for(q, q.prefilled + chunk, 0);
-      const std::int64_t watermark = admitting ? static_cast<std::int64_t>(std::ceil(0.01 * capacity_)) : 0;
-      if (target - (q.blocks + q.shared) > free_blocks() - watermark) return false;
+      if (target - (q.blocks + q.shared) > free_blocks() - (admitting ? watermark : 0)) return false;
       grow(q, target);
       it.load.prefill_attention += chunk * (q.prefilled + chunk / 2.0);
       it.load.prefill_tokens += chunk;
@@ -170,7 +170,6 @@ std::optional<ScheduledIteration> BatchScheduler::schedule() {
     }
     while (!waiting_.empty()) {
       Sequence& q = waiting_.front();
-      const std::int64_t watermark = static_cast<std::int64_t>(std::ceil(0.01 * capacity_));
       if (q.swapped) {
         // Swapped out while decoding: its blocks come back over PCIe, then it decodes again, so
         // there must be room for its next token too (a sequence of channel-key groups may need more
@@ -277,7 +276,11 @@ double BatchScheduler::kv_bytes(const Sequence& q, int prefilled, int generated)
 }
 
 std::int64_t BatchScheduler::blocks_of(double bytes) const {
-  return static_cast<std::int64_t>(std::ceil(bytes / block_bytes_));
+  // ceil without libm: Debian's baseline x86-64 has no rounding instruction, so std::ceil is a call,
+  // and this runs for every sequence of every iteration. Exact for the non-negative sizes it sees.
+  const double blocks = bytes / block_bytes_;
+  const auto whole = static_cast<std::int64_t>(blocks);
+  return whole + (static_cast<double>(whole) < blocks ? 1 : 0);
 }
 
 void BatchScheduler::grow(Sequence& q, std::int64_t total) {
