@@ -2,6 +2,7 @@
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -227,6 +228,25 @@ std::vector<float> RealModel::logits(const std::vector<int>& tokens, kernels::Kv
   std::vector<float> out = rows(c.vocab);
   linear(n, c.vocab, h, normed.data(), output_, 0.0f, out.data());
   return out;
+}
+
+double perplexity(const RealModel& model, const std::vector<std::vector<int>>& texts, const kernels::KvFormat& format) {
+  const int vocab = model.config().vocab;
+  double nll = 0;
+  std::size_t predicted = 0;
+  for (const std::vector<int>& tokens : texts) {
+    const std::vector<float> logits = model.logits(tokens, format);
+    for (std::size_t t = 0; t + 1 < tokens.size(); ++t) {
+      const float* row = logits.data() + t * vocab;
+      const float peak = *std::max_element(row, row + vocab);
+      double sum = 0;
+      for (int i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(row[i]) - peak);
+      nll += peak + std::log(sum) - row[tokens[t + 1]];
+      ++predicted;
+    }
+  }
+  if (predicted == 0) throw std::invalid_argument("perplexity needs a text of at least two tokens");
+  return std::exp(nll / static_cast<double>(predicted));
 }
 
 }  // namespace memtwin::hw

@@ -101,6 +101,36 @@ TEST_CASE("[validation] SmolLM2-135M on the host with an fp16 KV cache gives lla
   CHECK(sum_log_prob / compared < kLogProbMean);
 }
 
+TEST_CASE("[validation] SmolLM2-135M's perplexity grows as its KV cache loses bits", "[validation][real-model]") {
+  if (!std::filesystem::exists(kModelDir / "model.json")) {
+    FAIL("no converted model at " << kModelDir << ": run scripts/real-model.sh (scripts/dev.sh test does)");
+  }
+  const RealModel model = RealModel::load(kModelDir);
+  std::vector<std::vector<int>> texts;
+  const nlohmann::json ref = reference();
+  for (const auto& prompt : ref.at("prompts")) texts.push_back(prompt.at("tokens").get<std::vector<int>>());
+  auto format = [&](memtwin::kernels::KvElement element) {
+    memtwin::kernels::KvFormat f;
+    f.element = element;
+    f.head_dim = model.config().head_dim;
+    f.group = 32;  // per token and KV head, groups of 32 channels (two per head), as the serving engine stores them
+    return f;
+  };
+  using memtwin::kernels::KvElement;
+  const double fp16 = memtwin::hw::perplexity(model, texts, format(KvElement::fp16));
+  const double delta8 = memtwin::hw::perplexity(model, texts, format(KvElement::int8)) - fp16;
+  const double delta4 = memtwin::hw::perplexity(model, texts, format(KvElement::int4)) - fp16;
+  const double delta2 = memtwin::hw::perplexity(model, texts, format(KvElement::int2)) - fp16;
+  INFO("fp16 " << fp16 << "; deltas int8 " << delta8 << ", int4 " << delta4 << ", int2 " << delta2);
+  CHECK(std::isfinite(fp16));
+  CHECK(fp16 > 1);
+  CHECK(memtwin::hw::perplexity(model, texts, format(KvElement::fp16)) == fp16);  // the same run gives the same bits
+  // 46 predicted tokens: int8 is within noise of fp16 (either side), int4 clearly worse, int2 far worse.
+  CHECK(std::abs(delta8) < delta4);
+  CHECK(delta4 < delta2);
+  CHECK(delta2 > 1.0);
+}
+
 TEST_CASE("[unit] a real model's files are refused with the file and key when incomplete", "[unit][real-model]") {
   const auto dir = std::filesystem::temp_directory_path() / "memtwin-real-model-test";
   std::filesystem::create_directories(dir);
