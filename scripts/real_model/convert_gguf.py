@@ -7,6 +7,7 @@ OUT_DIR/model.json   the architecture (from the GGUF metadata), the source file 
                      and an index of the tensors: name, shape [rows, cols] (row-major), offset in
                      floats into weights.f32
 OUT_DIR/weights.f32  every tensor dequantised to little-endian float32, one after another
+OUT_DIR/tokenizer.json  the vocabulary (byte-level BPE tokens and their types) and the merges
 
 Weights are dequantised with the `gguf` package (llama.cpp's own reader). Two layout choices, so
 that memtwin runs the model as its HuggingFace checkpoint is written:
@@ -101,6 +102,19 @@ def main():
                           "source_type": tensor.tensor_type.name})
             offset += values.size
     os.replace(partial, os.path.join(out_dir, "weights.f32"))
+    # The tokenizer: GPT-2-style byte-level BPE (tokens in its byte-to-character alphabet, merges
+    # by rank) and the pre-tokenizer's name, for memtwin's tokenizer (hw/host/bpe_tokenizer.h).
+    tokenizer = {"model": field_value(reader, "tokenizer.ggml.model"), "pre": field_value(reader, "tokenizer.ggml.pre")}
+    for key, name in (("tokenizer.ggml.tokens", "tokens"), ("tokenizer.ggml.merges", "merges")):
+        field = reader.fields.get(key)
+        if field is None:
+            sys.exit(f"{source}: GGUF metadata key '{key}' is missing")
+        tokenizer[name] = [bytes(field.parts[i]).decode("utf-8") for i in field.data]
+    types = reader.fields.get("tokenizer.ggml.token_type")
+    tokenizer["token_types"] = [int(types.parts[i][0]) for i in types.data] if types is not None else []
+    with open(os.path.join(out_dir, "tokenizer.json"), "w") as f:
+        json.dump(tokenizer, f, ensure_ascii=False)
+        f.write("\n")
     config["source"] = {"file": os.path.abspath(source), "sha256": sha256(source)}
     config["tensors"] = index
     with open(os.path.join(out_dir, "model.json"), "w") as f:

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Records llama.cpp's next-token logits for a few prompts, the reference memtwin's engine is held to.
+"""Records llama.cpp's next-token logits for a few prompts, the reference memtwin's engine is held to,
+and its tokenization of a corpus and of a few non-ASCII texts, which memtwin's tokenizer is held to.
 
-    reference_logits.py MODEL.gguf OUT.json
+    reference_logits.py MODEL.gguf OUT.json CORPUS.txt
 
 llama.cpp (through llama-cpp-python, built from its source by pip) runs the GGUF file on the CPU
 with an fp16 KV cache, one batch per prompt, and returns every position's logits. The file keeps,
@@ -22,12 +23,19 @@ PROMPTS = [
     "Once upon a time, in a small village by the sea, there lived an old fisherman who",
 ]
 TOP = 16
+# Texts that exercise the pre-tokenizer beyond ASCII prose: accents, CJK, emoji, digits, spacing.
+UNICODE_TEXTS = [
+    "Café naïve résumé — déjà vu; Straße über Ärger.",
+    "東京は日本の首都です。2024年に12345人が来た。",
+    "Emoji 👍🏽 and symbols ∑ ≤ ≥ → ©, tabs\tand  double  spaces,\n\n  indented lines.",
+    "I'll say it's 3.14159 and they'd've known   it's 42!",
+]
 
 
 def main():
-    if len(sys.argv) != 3:
+    if len(sys.argv) != 4:
         sys.exit(__doc__.split("\n\n")[1])
-    model_path, out_path = sys.argv[1], sys.argv[2]
+    model_path, out_path, corpus_path = sys.argv[1], sys.argv[2], sys.argv[3]
     llm = Llama(model_path=model_path, n_ctx=256, n_batch=256, n_threads=2, logits_all=True, seed=0, verbose=False)
     prompts = []
     for text in PROMPTS:
@@ -45,8 +53,14 @@ def main():
     with open(out_path, "w") as f:
         with open(model_path, "rb") as model:
             digest = hashlib.sha256(model.read()).hexdigest()
+        with open(corpus_path, encoding="utf-8") as corpus:
+            corpus_text = corpus.read()
+        tokenized = [{"text": text, "tokens": llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)}
+                     for text in UNICODE_TEXTS]
+        tokenized.append({"file": "data/corpus/" + corpus_path.rsplit("/", 1)[-1],
+                          "tokens": llm.tokenize(corpus_text.encode("utf-8"), add_bos=False, special=False)})
         json.dump({"reference": f"llama.cpp via llama-cpp-python {llama_cpp_version}, fp16 KV cache, CPU",
-                   "model_sha256": digest, "prompts": prompts}, f, indent=1)
+                   "model_sha256": digest, "prompts": prompts, "tokenized": tokenized}, f, indent=1)
         f.write("\n")
 
 

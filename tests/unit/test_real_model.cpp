@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "hw/host/bpe_tokenizer.h"
 #include "hw/host/real_model.h"
 #include "models/scenario/scenario_error.h"
 
@@ -129,6 +130,35 @@ TEST_CASE("[validation] SmolLM2-135M's perplexity grows as its KV cache loses bi
   CHECK(std::abs(delta8) < delta4);
   CHECK(delta4 < delta2);
   CHECK(delta2 > 1.0);
+}
+
+TEST_CASE("[validation] the real model's tokenizer splits text as llama.cpp does", "[validation][real-model]") {
+  if (!std::filesystem::exists(kModelDir / "tokenizer.json")) {
+    FAIL("no converted tokenizer at " << kModelDir << ": run scripts/real-model.sh (scripts/dev.sh test does)");
+  }
+  const auto tokenizer = memtwin::hw::BpeTokenizer::load(kModelDir / "tokenizer.json");
+  CHECK(tokenizer.vocabulary_size() == 49152);
+  const nlohmann::json ref = reference();
+  // The prompts of the logits check, then non-ASCII texts and the corpus.
+  for (const auto& prompt : ref.at("prompts")) {
+    CHECK(tokenizer.encode(prompt.at("text").get<std::string>()) == prompt.at("tokens").get<std::vector<int>>());
+  }
+  for (const auto& item : ref.at("tokenized")) {
+    std::string text;
+    if (item.contains("file")) {
+      std::ifstream in(std::filesystem::path(MEMTWIN_SOURCE_DIR) / item.at("file").get<std::string>(), std::ios::binary);
+      text.assign(std::istreambuf_iterator<char>(in), {});
+      REQUIRE(!text.empty());
+    } else {
+      text = item.at("text").get<std::string>();
+    }
+    const auto expected = item.at("tokens").get<std::vector<int>>();
+    const auto ours = tokenizer.encode(text);
+    const auto differs = std::mismatch(ours.begin(), ours.end(), expected.begin(), expected.end());
+    INFO(text.substr(0, 60) << "...: " << ours.size() << " tokens, llama.cpp " << expected.size() << "; first difference at token "
+                            << (differs.first - ours.begin()));
+    CHECK(ours == expected);
+  }
 }
 
 TEST_CASE("[unit] a real model's files are refused with the file and key when incomplete", "[unit][real-model]") {
