@@ -230,23 +230,4 @@ std::vector<float> RealModel::logits(const std::vector<int>& tokens, kernels::Kv
   return out;
 }
 
-double perplexity(const RealModel& model, const std::vector<std::vector<int>>& texts, const kernels::KvFormat& format) {
-  const int vocab = model.config().vocab;
-  double nll = 0;
-  std::size_t predicted = 0;
-  for (const std::vector<int>& tokens : texts) {
-    const std::vector<float> logits = model.logits(tokens, format);
-    for (std::size_t t = 0; t + 1 < tokens.size(); ++t) {
-      const float* row = logits.data() + t * vocab;
-      const float peak = *std::max_element(row, row + vocab);
-      double sum = 0;
-      for (int i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(row[i]) - peak);
-      nll += peak + std::log(sum) - row[tokens[t + 1]];
-      ++predicted;
-    }
-  }
-  if (predicted == 0) throw std::invalid_argument("perplexity needs a text of at least two tokens");
-  return std::exp(nll / static_cast<double>(predicted));
-}
-
 }  // namespace memtwin::hw

@@ -52,8 +52,4 @@ class RealModel {
   std::vector<Layer> layers_;
 };
 
-/// Perplexity of `texts` (token ids) under the model with its KV cache in `format`: exp of the mean
-/// negative log-likelihood of each token after the first given the tokens before it.
-double perplexity(const RealModel& model, const std::vector<std::vector<int>>& texts, const kernels::KvFormat& format);
-
 }  // namespace memtwin::hw

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hw/host/bpe_tokenizer.h"
+#include "hw/host/kv_quality_measure.h"
 #include "hw/host/real_model.h"
 #include "models/scenario/scenario_error.h"
 
@@ -103,13 +104,17 @@ TEST_CASE("[validation] SmolLM2-135M on the host with an fp16 KV cache gives lla
 }
 
 TEST_CASE("[validation] SmolLM2-135M's perplexity grows as its KV cache loses bits", "[validation][real-model]") {
-  if (!std::filesystem::exists(kModelDir / "model.json")) {
+  if (!std::filesystem::exists(kModelDir / "tokenizer.json")) {
     FAIL("no converted model at " << kModelDir << ": run scripts/real-model.sh (scripts/dev.sh test does)");
   }
   const RealModel model = RealModel::load(kModelDir);
+  const auto tokenizer = memtwin::hw::BpeTokenizer::load(kModelDir / "tokenizer.json");
+  std::ifstream in(std::filesystem::path(MEMTWIN_SOURCE_DIR) / "data/corpus/coriolanus-act1.txt", std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  const std::vector<int> ids = tokenizer.encode(text);
+  // Two windows of 256 tokens of the corpus (510 predicted tokens; a few seconds per format here).
   std::vector<std::vector<int>> texts;
-  const nlohmann::json ref = reference();
-  for (const auto& prompt : ref.at("prompts")) texts.push_back(prompt.at("tokens").get<std::vector<int>>());
+  for (int w = 0; w < 2; ++w) texts.emplace_back(ids.begin() + w * 256, ids.begin() + (w + 1) * 256);
   auto format = [&](memtwin::kernels::KvElement element) {
     memtwin::kernels::KvFormat f;
     f.element = element;
@@ -118,18 +123,29 @@ TEST_CASE("[validation] SmolLM2-135M's perplexity grows as its KV cache loses bi
     return f;
   };
   using memtwin::kernels::KvElement;
-  const double fp16 = memtwin::hw::perplexity(model, texts, format(KvElement::fp16));
-  const double delta8 = memtwin::hw::perplexity(model, texts, format(KvElement::int8)) - fp16;
-  const double delta4 = memtwin::hw::perplexity(model, texts, format(KvElement::int4)) - fp16;
-  const double delta2 = memtwin::hw::perplexity(model, texts, format(KvElement::int2)) - fp16;
-  INFO("fp16 " << fp16 << "; deltas int8 " << delta8 << ", int4 " << delta4 << ", int2 " << delta2);
-  CHECK(std::isfinite(fp16));
-  CHECK(fp16 > 1);
-  CHECK(memtwin::hw::perplexity(model, texts, format(KvElement::fp16)) == fp16);  // the same run gives the same bits
-  // 46 predicted tokens: int8 is within noise of fp16 (either side), int4 clearly worse, int2 far worse.
-  CHECK(std::abs(delta8) < delta4);
-  CHECK(delta4 < delta2);
-  CHECK(delta2 > 1.0);
+  const auto fp16 = format(KvElement::fp16);
+  const auto measured = memtwin::hw::measure_kv_quality(
+      model, texts, {fp16, format(KvElement::int8), format(KvElement::int4), format(KvElement::int2)}, fp16);
+  const auto &same = measured[0], &int8 = measured[1], &int4 = measured[2], &int2 = measured[3];
+  INFO("fp16 perplexity " << same.perplexity << "; int8 " << int8.perplexity << " (KL " << int8.kl << "), int4 "
+                          << int4.perplexity << " (KL " << int4.kl << "), int2 " << int2.perplexity << " (KL " << int2.kl << ")");
+  CHECK(same.positions == 510);
+  // The reference against itself: the same bits, so exactly nothing lost.
+  CHECK(same.perplexity_delta == 0.0);
+  CHECK(same.kl == 0.0);
+  CHECK(same.token_agreement == 1.0);
+  for (const auto& m : {same, int8, int4, int2}) {
+    CHECK(std::isfinite(m.perplexity));
+    CHECK(m.perplexity > 1);
+    CHECK(m.reference_perplexity == same.perplexity);
+  }
+  // Fewer bits, more lost: in perplexity, in divergence and in agreement.
+  CHECK(std::abs(int8.perplexity_delta) < int4.perplexity_delta);
+  CHECK(int4.perplexity_delta < int2.perplexity_delta);
+  CHECK(int8.kl < int4.kl);
+  CHECK(int4.kl < int2.kl);
+  CHECK(int8.token_agreement >= int4.token_agreement);
+  CHECK(int4.token_agreement > int2.token_agreement);
 }
 
 TEST_CASE("[validation] the real model's tokenizer splits text as llama.cpp does", "[validation][real-model]") {
