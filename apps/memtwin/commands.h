@@ -26,6 +26,7 @@ int cmd_plan(const Args& args);
 int cmd_calibrate(const Args& args);
 int cmd_validate(const Args& args);
 int cmd_compare(const Args& args);
+int cmd_quality(const Args& args);
 
 /// Thrown for a malformed command line; main prints it with the subcommand's usage and exits 2.
 struct UsageError : std::runtime_error {

@@ -8,6 +8,7 @@ int main(int argc, char** argv) {
       {"check", {memtwin::cli::cmd_check, "validate a scenario without running it"}},
       {"fit", {memtwin::cli::cmd_fit, "the largest batch/context or smallest cluster that fits"}},
       {"kernels", {memtwin::cli::cmd_kernels, "KV formats: error, top-k overlap and bytes, measured"}},
+      {"quality", {memtwin::cli::cmd_quality, "what each KV cache format costs in quality, on a real model"}},
       {"sweep", {memtwin::cli::cmd_sweep, "run a grid of what-ifs in parallel, resumable"}},
       {"report", {memtwin::cli::cmd_report, "an HTML report with figures for a run, sweep, plan or validation"}},
       {"plan", {memtwin::cli::cmd_plan, "the cheapest configuration that fits and meets the targets"}},
