@@ -102,7 +102,7 @@ int cmd_quality(const Args& args) {
     throw UsageError("--group must divide the model's head size " + std::to_string(head_dim));
   }
   std::vector<Candidate> candidates;
-  const Candidate reference = candidate("none", kernels::KvElement::fp16, group, head_dim);
+  const Candidate reference = candidate(std::string(kv_method(CompressionSpec{}.method).name()), kernels::KvElement::fp16, group, head_dim);  // the uncompressed default
   if (vm->count("scenario")) {
     std::vector<std::string> overrides;
     if (vm->count("set")) overrides = (*vm)["set"].as<std::vector<std::string>>();
@@ -110,10 +110,16 @@ int cmd_quality(const Args& args) {
     refuse_jobs(loaded.scenario, "quality");
     candidates.push_back(from_scenario(loaded.scenario, head_dim));
   } else {
-    for (auto e : {kernels::KvElement::fp16, kernels::KvElement::fp8}) candidates.push_back(candidate("none", e, group, head_dim));
-    for (auto [name, e] : {std::pair{"int8", kernels::KvElement::int8}, std::pair{"int4", kernels::KvElement::int4},
-                           std::pair{"int2", kernels::KvElement::int2}}) {
-      candidates.push_back(candidate(name, e, group, head_dim));
+    // Every cache that keeps each token per token, as the registry lists them: the kernel formats
+    // of the methods that keep every token as vectors or per-token groups.
+    for (const KvMethod* method : kv_methods()) {
+      if (method->selection != KvSelection::all || method->storage == KvStorage::channel_key_groups) continue;
+      for (const KvKernelFormat& format : method->kernel_formats) {
+        for (auto e : {kernels::KvElement::fp16, kernels::KvElement::fp8, kernels::KvElement::int8, kernels::KvElement::int4,
+                       kernels::KvElement::int2}) {
+          if (format.name == kernels::element_name(e)) candidates.push_back(candidate(std::string(method->name()), e, group, head_dim));
+        }
+      }
     }
   }
 
