@@ -157,7 +157,8 @@ int cmd_quality(const Args& args) {
       const hw::KvQualityMeasure& q = measured[i];
       methods.push_back({{"method", candidates[i].method}, {"cache", candidates[i].cache}, {"budget", 1.0},
                          {"kv_bytes_per_token", bytes_per_token(candidates[i].format)}, {"perplexity", q.perplexity},
-                         {"perplexity_delta", q.perplexity_delta}, {"kl", q.kl}, {"token_agreement", q.token_agreement}});
+                         {"perplexity_delta", q.perplexity_delta}, {"kl", q.kl}, {"token_agreement", q.token_agreement},
+                         {"attention_s_per_token", q.attention_s_per_token}});
     }
     doc["quality"]["methods"] = methods;
     doc["seconds"] = seconds;
@@ -167,12 +168,13 @@ int cmd_quality(const Args& args) {
   std::printf("%s on %s: %d windows of %d tokens (%zu predicted), against the %s cache (perplexity %.3f)\n\n", m.name.c_str(),
               corpus.c_str(), windows, window, measured.front().positions, reference.cache.c_str(),
               measured.front().reference_perplexity);
-  std::printf("%-8s %-20s %14s %11s %9s %10s %10s\n", "method", "cache", "bytes/token", "perplexity", "delta", "KL (nats)",
-              "agreement");
+  std::printf("%-8s %-20s %14s %11s %9s %10s %10s %16s\n", "method", "cache", "bytes/token", "perplexity", "delta", "KL (nats)",
+              "agreement", "attention us/tok");
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     const hw::KvQualityMeasure& q = measured[i];
-    std::printf("%-8s %-20s %14.0f %11.3f %+9.3f %10.5f %10.3f\n", candidates[i].method.c_str(), candidates[i].cache.c_str(),
-                bytes_per_token(candidates[i].format), q.perplexity, q.perplexity_delta, q.kl, q.token_agreement);
+    std::printf("%-8s %-20s %14.0f %11.3f %+9.3f %10.5f %10.3f %16.1f\n", candidates[i].method.c_str(), candidates[i].cache.c_str(),
+                bytes_per_token(candidates[i].format), q.perplexity, q.perplexity_delta, q.kl, q.token_agreement,
+                q.attention_s_per_token * 1e6);
   }
   std::printf("\n%.1f s\n", seconds);
   return kOk;

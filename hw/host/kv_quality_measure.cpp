@@ -26,7 +26,7 @@ std::vector<KvQualityMeasure> measure_kv_quality(const RealModel& model, const s
                                                  const kernels::KvFormat& reference) {
   const int vocab = model.config().vocab;
   struct Sums {
-    double nll = 0, kl = 0;
+    double nll = 0, kl = 0, attention_s = 0;
     std::size_t agree = 0;
   };
   std::vector<Sums> sums(formats.size());
@@ -45,7 +45,7 @@ std::vector<KvQualityMeasure> measure_kv_quality(const RealModel& model, const s
     }
     positions += tokens.size() - 1;
     for (std::size_t f = 0; f < formats.size(); ++f) {
-      const std::vector<float> ours = model.logits(tokens, formats[f]);
+      const std::vector<float> ours = model.logits(tokens, formats[f], &sums[f].attention_s);
       for (std::size_t t = 0; t + 1 < tokens.size(); ++t) {
         const float* a = ours.data() + t * vocab;
         const std::vector<double> p = log_probabilities(a, vocab);
@@ -66,6 +66,7 @@ std::vector<KvQualityMeasure> measure_kv_quality(const RealModel& model, const s
     m.perplexity_delta = m.perplexity - m.reference_perplexity;
     m.kl = s.kl / n;
     m.token_agreement = static_cast<double>(s.agree) / n;
+    m.attention_s_per_token = s.attention_s / static_cast<double>(positions + texts.size());  // every position attends
     out.push_back(m);
   }
   return out;

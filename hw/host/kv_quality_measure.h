@@ -16,6 +16,10 @@ struct KvQualityMeasure {
   double kl = 0;               ///< mean KL(reference || format) of the next-token distributions, in nats
   double token_agreement = 0;  ///< share of positions whose most likely next token is the reference's
   std::size_t positions = 0;   ///< positions predicted (each text's tokens after its first)
+  /// Wall time of decode attention (every layer) per position with the format's cache: each
+  /// position attends to the cache up to itself, as a decode step of that context does. Measured,
+  /// so it varies from run to run.
+  double attention_s_per_token = 0;
 };
 
 /// Measures each of `formats` against `reference` over `texts` (token ids, each at least two

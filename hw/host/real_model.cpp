@@ -3,6 +3,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -173,7 +174,7 @@ RealModel RealModel::load(const std::filesystem::path& dir) {
   return m;
 }
 
-std::vector<float> RealModel::logits(const std::vector<int>& tokens, kernels::KvFormat format) const {
+std::vector<float> RealModel::logits(const std::vector<int>& tokens, kernels::KvFormat format, double* attention_seconds) const {
   const RealModelConfig& c = config_;
   if (format.head_dim != c.head_dim) throw std::invalid_argument("the KV format's head_dim is not the model's");
   format.validate();
@@ -215,8 +216,10 @@ std::vector<float> RealModel::logits(const std::vector<int>& tokens, kernels::Kv
     rotary(keys.data(), n, c.kv_heads, c.head_dim, c.rope_theta);
     kernels::write_paged(keys.data(), slots.data(), n, shape, k_cache.data());
     kernels::write_paged(values.data(), slots.data(), n, shape, v_cache.data());
+    const auto started = std::chrono::steady_clock::now();
     kernels::decode_attention(kernels::make_decode_args(queries.data(), k_cache.data(), v_cache.data(), table.data(),
                                                         context.data(), attended.data(), n, c.heads, shape.num_blocks, shape));
+    if (attention_seconds) *attention_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     linear(n, h, q, attended.data(), w.o, 1.0f, x.data());
     rms_norm(x.data(), w.ffn_norm, n, h, c.rms_norm_eps, normed.data());
     linear(n, inner, h, normed.data(), w.gate, 0.0f, gate.data());

@@ -37,8 +37,10 @@ class RealModel {
 
   /// The next-token logits after each prefix of `tokens`: row t (vocab floats) follows
   /// tokens[0..t]. The KV cache holds K and V in `format` (format.head_dim must be the model's).
-  /// Throws std::invalid_argument for a token id outside the vocabulary.
-  [[nodiscard]] std::vector<float> logits(const std::vector<int>& tokens, kernels::KvFormat format) const;
+  /// Where `attention_seconds` is given, the wall time of the decode-attention kernel calls (every
+  /// layer) is added to it. Throws std::invalid_argument for a token id outside the vocabulary.
+  [[nodiscard]] std::vector<float> logits(const std::vector<int>& tokens, kernels::KvFormat format,
+                                          double* attention_seconds = nullptr) const;
 
  private:
   struct Layer {

@@ -193,7 +193,10 @@ TEST_CASE("[validation] memtwin quality measures each KV format against fp16, an
   CHECK(methods[0].at("cache") == "fp16");
   CHECK(methods[0].at("perplexity_delta").get<double>() == 0.0);
   CHECK(methods[0].at("kv_bytes_per_token").get<double>() == 2.0 * 64 * 2 * 3 * 30);  // fp16 K and V, 3 KV heads, 30 layers
-  for (const auto& m : methods) CHECK(std::isfinite(m.at("perplexity").get<double>()));
+  for (const auto& m : methods) {
+    CHECK(std::isfinite(m.at("perplexity").get<double>()));
+    CHECK(m.at("attention_s_per_token").get<double>() > 0);  // measured: only its sign is certain
+  }
   CHECK(methods[4].at("method") == "int2");
   CHECK(methods[4].at("kl").get<double>() > methods[3].at("kl").get<double>());  // int2 loses more than int4
   // A scenario's own cache: int4 groups of the serving engine's format.
