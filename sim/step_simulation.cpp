@@ -9,6 +9,7 @@
 
 #include "models/backend.h"
 #include "models/scenario/scenario_error.h"
+#include "sim/collective_meetings.h"
 #include "sim/collectives.h"
 #include "sim/engine_setup.h"
 #include "sim/fidelity_choice.h"
@@ -40,45 +41,6 @@ struct RankState {
   std::map<std::string, std::int64_t> by_category;
 };
 
-// A collective's flows on the simulated nodes, and the same by member where each member can move
-// its own (see MemberFlows).
-struct FoldedCollective {
-  CollectivePlan plan;
-  MemberFlows by_member;
-};
-
-struct Rendezvous {
-  int arrived = 0;
-  int exchanged = 0;  ///< members whose own flows are done (flows moved by member)
-  int departed = 0;   ///< members that saw it finish; the last one removes it
-  const FoldedCollective* collective = nullptr;  ///< set by the last to arrive, which starts it
-  bool finished = false;
-  std::vector<sg4::ActorPtr> waiting;
-};
-
-// What the members of a collective op meet on. Members running the same program meet at the same op
-// index; pipeline neighbours run different programs and meet by tag, both directions of a pair
-// (pp_next, pp_prev) in one family.
-constexpr int kPipelineFamily = -1;
-struct Meeting {
-  int name = 0;    ///< the op's index, or -1 - the tag's id where the op has a tag
-  int family = 0;  ///< the role's id, or kPipelineFamily
-  int role = 0;    ///< index into the plan's roles (plan_.groups' keys, in order)
-};
-
-// Suspends the calling actor until `flag` is set by another, who resumes rv.waiting.
-void wait_for_flag(const bool& flag, Rendezvous& rv) {
-  while (!flag) {
-    rv.waiting.push_back(sg4::Actor::self());
-    sg4::this_actor::suspend();
-  }
-}
-
-void resume_all(Rendezvous& rv) {
-  for (auto& a : rv.waiting) a->resume();
-  rv.waiting.clear();
-}
-
 class Simulation final : public PlanRun {
  public:
   Simulation(const Scenario& s, const Plan& plan, int trace_ranks, const std::vector<int>& simulated_nodes, Platform platform)
@@ -91,13 +53,14 @@ class Simulation final : public PlanRun {
         rank_of_slot_.push_back(node * per_node + g);
       }
     }
-    stand_in_.nodes_per_stage = s.cluster.nodes / s.training->parallelism.pipeline;
-    stand_in_.simulated_per_stage = static_cast<int>(simulated_nodes.size()) / s.training->parallelism.pipeline;
+    const int pipeline = s.training->parallelism.pipeline;
+    collectives_ = std::make_unique<CollectiveMeetings>(s.cluster, plan, slot_of_rank_, rank_of_slot_, platform_,
+                                                        StandIns{s.cluster.nodes / pipeline,
+                                                                 static_cast<int>(simulated_nodes.size()) / pipeline});
     ranks_.resize(rank_of_slot_.size());
     for (std::size_t slot = 0; slot < rank_of_slot_.size(); ++slot) {
       ranks_[slot].done.assign(plan.programs[plan.program_of_rank[rank_of_slot_[slot]]].ops.size(), 0);
     }
-    index_meetings();
     const Training& t = *s.training;
     peak_flops_ = s.cluster.gpu.flops.count(t.precision) ? s.cluster.gpu.flops.at(t.precision).value()
                                                           : s.cluster.gpu.flops.begin()->second.value();
@@ -117,37 +80,6 @@ class Simulation final : public PlanRun {
     }
   }
 
-  void index_meetings() {
-    std::map<std::string, int> role_id, tag_id;
-    for (const auto& [role, groups] : plan_.groups) {
-      role_id.emplace(role, static_cast<int>(groups_of_role_.size()));
-      groups_of_role_.push_back(&groups);
-      std::vector<int> members;
-      for (const auto& group : groups) {
-        members.push_back(static_cast<int>(std::count_if(group.begin(), group.end(), [&](int r) { return slot_of_rank_[r] >= 0; })));
-      }
-      members_of_group_.push_back(std::move(members));
-    }
-    for (int rank : rank_of_slot_) {
-      std::vector<int> by_role(groups_of_role_.size(), -1);
-      for (const auto& [role, index] : plan_.group_of_rank[rank]) by_role[role_id.at(role)] = index;
-      group_of_slot_.push_back(std::move(by_role));
-    }
-    for (const Program& program : plan_.programs) {
-      std::vector<Meeting> meetings(program.ops.size());
-      for (std::uint32_t i = 0; i < program.ops.size(); ++i) {
-        const Op& op = program.ops[i];
-        if (op.kind != OpKind::collective) continue;
-        Meeting& m = meetings[i];
-        m.role = role_id.at(op.role);
-        m.family = op.role.rfind("pp_", 0) == 0 ? kPipelineFamily : m.role;
-        m.name = op.tag.empty() ? static_cast<int>(i)
-                                : -1 - tag_id.emplace(op.tag, static_cast<int>(tag_id.size())).first->second;
-      }
-      meetings_.push_back(std::move(meetings));
-    }
-  }
-
   static Cluster reduced(const Cluster& c, std::size_t nodes) {
     Cluster out = c;
     out.nodes = static_cast<int>(nodes);
@@ -164,15 +96,10 @@ class Simulation final : public PlanRun {
     std::vector<sg4::ActorPtr> actors;
     started_at_ = finished_at_ = sg4::Engine::get_clock();
     result_.simulated_ranks = static_cast<int>(rank_of_slot_.size());
-    // The names only need to be unique in the engine (several jobs' simulations may share one).
-    for (const auto& streams : stream_ops_) {
-      for (const auto& entry : streams) {
-        std::vector<sg4::Mailbox*>& boxes = inboxes_[entry.first];
-        for (std::size_t slot = boxes.size(); slot < rank_of_slot_.size(); ++slot) {
-          boxes.push_back(sg4::Mailbox::by_name(platform_.gpus[slot]->get_name() + "." + stream_name(entry.first)));
-        }
-      }
-    }
+    std::set<Stream> streams;
+    for (const auto& program_streams : stream_ops_)
+      for (const auto& entry : program_streams) streams.insert(entry.first);
+    collectives_->open_inboxes(streams);
     for (int slot = 0; slot < static_cast<int>(rank_of_slot_.size()); ++slot) {
       const int r = rank_of_slot_[slot];
       const auto& streams = stream_ops_[plan_.program_of_rank[r]];
@@ -357,15 +284,8 @@ class Simulation final : public PlanRun {
   }
 
   void collective(int rank, std::uint32_t index, const Op& op) {
-    const Meeting& meeting = meetings_[plan_.program_of_rank[rank]][index];
-    const int group_index = group_of_slot_[slot_of_rank_[rank]][meeting.role];
-    const std::vector<int>& group = (*groups_of_role_[meeting.role])[group_index];
+    const std::vector<int>& group = collectives_->group(rank, index);
     if (group.size() < 2) return;
-    const int members = members_of_group_[meeting.role][group_index];
-    const auto entry = rendezvous_.try_emplace(std::make_tuple(meeting.name, meeting.family, group_index)).first;
-    if (!entry->second) entry->second = std::make_unique<Rendezvous>();
-    Rendezvous& rv = *entry->second;
-    const bool launcher = ++rv.arrived == members;
     if (rank == 0) {
       const bool p2p = op.collective == Collective::p2p_forward || op.collective == Collective::p2p_backward;
       const bool sender = (op.collective == Collective::p2p_forward) == (group.front() == rank);
@@ -375,80 +295,7 @@ class Simulation final : public PlanRun {
         result_.comm_bytes_per_gpu[collective_name(op.collective)] += p2p ? op.bytes_total : factor * op.bytes_total * (n - 1) / n;
       }
     }
-    if (launcher) {
-      // Only the last rank to arrive builds the flows (O(n) once per collective) and starts them.
-      rv.collective = &folded_plan(op, meeting, group_index);
-      result_.flows += static_cast<long>(rv.collective->plan.flows.size());
-    }
-    while (!rv.collective) {
-      rv.waiting.push_back(sg4::Actor::self());
-      sg4::this_actor::suspend();
-    }
-    const FoldedCollective& folded = *rv.collective;
-    if (folded.by_member.usable()) {
-      // Every member moves its own flows; the last to be done charges the latency left.
-      if (launcher) resume_all(rv);
-      folded.by_member.exchange(slot_of_rank_[rank], inbox(op.stream));
-      if (++rv.exchanged == members) {
-        if (folded.plan.latency_s > 0) sg4::this_actor::sleep_for(folded.plan.latency_s);
-        rv.finished = true;
-        resume_all(rv);
-      }
-    } else if (launcher) {
-      run_collective(folded.plan, platform_);
-      rv.finished = true;
-      resume_all(rv);
-    }
-    wait_for_flag(rv.finished, rv);
-    // Only collectives in flight stay in the map, so that finding one stays cheap.
-    if (++rv.departed == members) rendezvous_.erase(entry);
-  }
-
-  // A collective's flows on the simulated nodes. They depend only on the kind, the group and the
-  // bytes, and a step repeats the same few (every layer's gather alike), so each is built once:
-  // building one is O(group size), which at fast fidelity is the cluster's size, not the
-  // simulated nodes'.
-  const FoldedCollective& folded_plan(const Op& op, const Meeting& meeting, int group_index) {
-    auto key = std::make_tuple(op.collective, meeting.role, group_index, op.bytes_total);
-    auto found = folded_plans_.find(key);
-    if (found != folded_plans_.end()) return found->second;
-    const std::vector<int>& group = (*groups_of_role_[meeting.role])[group_index];
-    CollectivePlan plan = onto_simulated(plan_collective(op.collective, group, op.bytes_total, full_node_of_gpu_, s_.cluster));
-    // Members meeting at the same op of the same program run it on the same stream, so each can
-    // move its own flows; pipeline neighbours run different programs.
-    std::vector<int> member_slots;
-    if (meeting.family != kPipelineFamily) {
-      for (int r : group)
-        if (slot_of_rank_[r] >= 0) member_slots.push_back(slot_of_rank_[r]);
-    }
-    MemberFlows members(plan, member_slots);
-    return folded_plans_.emplace(std::move(key), FoldedCollective{std::move(plan), std::move(members)}).first->second;
-  }
-
-  // Each simulated rank's mailbox for the collectives it runs on `stream` (made in start_actors:
-  // making one is a simcall, which would let other actors see a half-made table).
-  const std::vector<sg4::Mailbox*>& inbox(Stream stream) const { return inboxes_.at(stream); }
-
-  // The flows of the simulated nodes, by platform slot. At fast fidelity a flow towards an
-  // unsimulated node goes to the simulated node standing in for it (same pipeline stage, same rail),
-  // so every simulated link carries what it would in the full cluster.
-  CollectivePlan onto_simulated(const CollectivePlan& full) const {
-    CollectivePlan out;
-    out.latency_s = full.latency_s;
-    out.bytes_per_rank = full.bytes_per_rank;
-    const int per_node = s_.cluster.gpus_per_node;
-    for (const Flow& f : full.flows) {
-      if (slot_of_rank_[f.src] < 0) continue;
-      int dst = f.dst;
-      if (slot_of_rank_[dst] < 0) {
-        const int node = dst / per_node;
-        const int stage_first = node / stand_in_.nodes_per_stage * stand_in_.nodes_per_stage;
-        const int stand_in = stage_first + (node - stage_first) % stand_in_.simulated_per_stage;
-        dst = stand_in * per_node + dst % per_node;
-      }
-      if (dst != f.src) out.flows.push_back({slot_of_rank_[f.src], slot_of_rank_[dst], f.bytes});
-    }
-    return out;
+    result_.flows += collectives_->meet(rank, index, op);
   }
 
   const Scenario& s_;
@@ -457,29 +304,13 @@ class Simulation final : public PlanRun {
   Platform platform_;
   std::vector<int> slot_of_rank_;  ///< platform slot of each global rank; -1: not simulated
   std::vector<int> rank_of_slot_;
-  struct {
-    int nodes_per_stage = 1;      ///< nodes each pipeline stage spans in the full cluster
-    int simulated_per_stage = 1;  ///< of which simulated
-  } stand_in_;
-  std::vector<int> full_node_of_gpu_ = [this] {
-    std::vector<int> v(plan_.ranks());
-    for (int r = 0; r < plan_.ranks(); ++r) v[r] = r / s_.cluster.gpus_per_node;
-    return v;
-  }();
   double peak_flops_ = 0;
   double started_at_ = 0, finished_at_ = 0;  ///< the step's first and last instants
   std::vector<RankState> ranks_;  ///< by slot
   std::vector<std::map<Stream, std::vector<std::uint32_t>>> stream_ops_;
   std::vector<std::vector<char>> foreign_dependents_;  ///< by program and op: an op of another stream waits on it
   std::vector<std::vector<double>> op_seconds_;         ///< by program and op: a compute op's time
-  std::map<std::tuple<int, int, int>, std::unique_ptr<Rendezvous>> rendezvous_;  ///< (name, family, group)
-  // What the collective hot path looks up, as integers (it runs once per rank and collective).
-  std::vector<std::vector<Meeting>> meetings_;  ///< by program and op
-  std::vector<const std::vector<std::vector<int>>*> groups_of_role_;  ///< by role id: plan_.groups[role]
-  std::vector<std::vector<int>> group_of_slot_;     ///< by slot and role id: its group's index
-  std::vector<std::vector<int>> members_of_group_;  ///< by role id and group: simulated members
-  std::map<std::tuple<Collective, int, int, double>, FoldedCollective> folded_plans_;
-  std::map<Stream, std::vector<sg4::Mailbox*>> inboxes_;
+  std::unique_ptr<CollectiveMeetings> collectives_;  ///< after platform_, which it refers to
   StepSimulation result_;
   Progress* progress_ = nullptr;
   std::uint64_t ops_done_ = 0, total_ops_ = 0;

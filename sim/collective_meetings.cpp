@@ -1,0 +1,160 @@
+#include "sim/collective_meetings.h"
+
+#include <algorithm>
+#include <string>
+
+namespace memtwin::sim {
+
+namespace sg4 = simgrid::s4u;
+
+namespace {
+
+template <typename Rendezvous>
+void resume_all(Rendezvous& rv) {
+  for (auto& a : rv.waiting) a->resume();
+  rv.waiting.clear();
+}
+
+// Suspends the calling actor until `flag` is set by another, who resumes rv.waiting.
+template <typename Rendezvous>
+void wait_for(const bool& flag, Rendezvous& rv) {
+  while (!flag) {
+    rv.waiting.push_back(sg4::Actor::self());
+    sg4::this_actor::suspend();
+  }
+}
+
+}  // namespace
+
+CollectiveMeetings::CollectiveMeetings(const Cluster& cluster, const Plan& plan, const std::vector<int>& slot_of_rank,
+                                       const std::vector<int>& rank_of_slot, const Platform& platform, StandIns stand_ins)
+    : cluster_(cluster), plan_(plan), slot_of_rank_(slot_of_rank), rank_of_slot_(rank_of_slot), platform_(platform),
+      stand_ins_(stand_ins), full_node_of_gpu_(static_cast<std::size_t>(plan.ranks())) {
+  for (int r = 0; r < plan.ranks(); ++r) full_node_of_gpu_[static_cast<std::size_t>(r)] = r / cluster.gpus_per_node;
+  std::map<std::string, int> role_id, tag_id;
+  for (const auto& [role, groups] : plan_.groups) {
+    role_id.emplace(role, static_cast<int>(groups_of_role_.size()));
+    groups_of_role_.push_back(&groups);
+    std::vector<int> members;
+    for (const auto& group : groups) {
+      members.push_back(static_cast<int>(std::count_if(group.begin(), group.end(), [&](int r) { return slot_of_rank_[r] >= 0; })));
+    }
+    members_of_group_.push_back(std::move(members));
+  }
+  for (int rank : rank_of_slot_) {
+    std::vector<int> by_role(groups_of_role_.size(), -1);
+    for (const auto& [role, index] : plan_.group_of_rank[rank]) by_role[role_id.at(role)] = index;
+    group_of_slot_.push_back(std::move(by_role));
+  }
+  for (const Program& program : plan_.programs) {
+    std::vector<Meeting> meetings(program.ops.size());
+    for (std::uint32_t i = 0; i < program.ops.size(); ++i) {
+      const Op& op = program.ops[i];
+      if (op.kind != OpKind::collective) continue;
+      Meeting& m = meetings[i];
+      m.role = role_id.at(op.role);
+      m.family = op.role.rfind("pp_", 0) == 0 ? kPipelineFamily : m.role;
+      m.name = op.tag.empty() ? static_cast<int>(i) : -1 - tag_id.emplace(op.tag, static_cast<int>(tag_id.size())).first->second;
+    }
+    meetings_.push_back(std::move(meetings));
+  }
+}
+
+void CollectiveMeetings::open_inboxes(const std::set<Stream>& streams) {
+  // The names only need to be unique in the engine (several jobs' simulations may share one).
+  for (Stream stream : streams) {
+    std::vector<sg4::Mailbox*>& boxes = inboxes_[stream];
+    for (std::size_t slot = boxes.size(); slot < rank_of_slot_.size(); ++slot) {
+      boxes.push_back(sg4::Mailbox::by_name(platform_.gpus[slot]->get_name() + "." + stream_name(stream)));
+    }
+  }
+}
+
+const std::vector<int>& CollectiveMeetings::group(int rank, std::uint32_t index) const {
+  const Meeting& meeting = meetings_[plan_.program_of_rank[rank]][index];
+  return (*groups_of_role_[meeting.role])[group_of_slot_[slot_of_rank_[rank]][meeting.role]];
+}
+
+long CollectiveMeetings::meet(int rank, std::uint32_t index, const Op& op) {
+  const Meeting& meeting = meetings_[plan_.program_of_rank[rank]][index];
+  const int group_index = group_of_slot_[slot_of_rank_[rank]][meeting.role];
+  const int members = members_of_group_[meeting.role][group_index];
+  const auto entry = rendezvous_.try_emplace(std::make_tuple(meeting.name, meeting.family, group_index)).first;
+  if (!entry->second) entry->second = std::make_unique<Rendezvous>();
+  Rendezvous& rv = *entry->second;
+  const bool launcher = ++rv.arrived == members;
+  long started = 0;
+  if (launcher) {
+    // Only the last rank to arrive builds the flows (O(n) once per collective) and starts them.
+    rv.collective = &folded(op, meeting, group_index);
+    started = static_cast<long>(rv.collective->plan.flows.size());
+  }
+  while (!rv.collective) {
+    rv.waiting.push_back(sg4::Actor::self());
+    sg4::this_actor::suspend();
+  }
+  const Folded& f = *rv.collective;
+  if (f.by_member.usable()) {
+    // Every member moves its own flows; the last to be done charges the latency left.
+    if (launcher) resume_all(rv);
+    f.by_member.exchange(slot_of_rank_[rank], inboxes_.at(op.stream));
+    if (++rv.exchanged == members) {
+      if (f.plan.latency_s > 0) sg4::this_actor::sleep_for(f.plan.latency_s);
+      rv.finished = true;
+      resume_all(rv);
+    }
+  } else if (launcher) {
+    run_collective(f.plan, platform_);
+    rv.finished = true;
+    resume_all(rv);
+  }
+  wait_for(rv.finished, rv);
+  // Only collectives in flight stay in the map, so that finding one stays cheap.
+  if (++rv.departed == members) rendezvous_.erase(entry);
+  return started;
+}
+
+// A collective's flows on the simulated nodes. They depend only on the kind, the group and the
+// bytes, and a step repeats the same few (every layer's gather alike), so each is built once:
+// building one is O(group size), which at fast fidelity is the cluster's size, not the simulated
+// nodes'.
+const CollectiveMeetings::Folded& CollectiveMeetings::folded(const Op& op, const Meeting& meeting, int group_index) {
+  auto key = std::make_tuple(op.collective, meeting.role, group_index, op.bytes_total);
+  auto found = folded_.find(key);
+  if (found != folded_.end()) return found->second;
+  const std::vector<int>& group = (*groups_of_role_[meeting.role])[group_index];
+  CollectivePlan plan = onto_simulated(plan_collective(op.collective, group, op.bytes_total, full_node_of_gpu_, cluster_));
+  // Members meeting at the same op of the same program run it on the same stream, so each can
+  // move its own flows; pipeline neighbours run different programs.
+  std::vector<int> member_slots;
+  if (meeting.family != kPipelineFamily) {
+    for (int r : group)
+      if (slot_of_rank_[r] >= 0) member_slots.push_back(slot_of_rank_[r]);
+  }
+  MemberFlows members(plan, member_slots);
+  return folded_.emplace(std::move(key), Folded{std::move(plan), std::move(members)}).first->second;
+}
+
+// The flows of the simulated nodes, by platform slot; at fast fidelity a flow towards an
+// unsimulated node goes to its stand-in, so every simulated link carries what it would in the full
+// cluster.
+CollectivePlan CollectiveMeetings::onto_simulated(const CollectivePlan& full) const {
+  CollectivePlan out;
+  out.latency_s = full.latency_s;
+  out.bytes_per_rank = full.bytes_per_rank;
+  const int per_node = cluster_.gpus_per_node;
+  for (const Flow& f : full.flows) {
+    if (slot_of_rank_[f.src] < 0) continue;
+    int dst = f.dst;
+    if (slot_of_rank_[dst] < 0) {
+      const int node = dst / per_node;
+      const int stage_first = node / stand_ins_.nodes_per_stage * stand_ins_.nodes_per_stage;
+      const int stand_in = stage_first + (node - stage_first) % stand_ins_.simulated_per_stage;
+      dst = stand_in * per_node + dst % per_node;
+    }
+    if (dst != f.src) out.flows.push_back({slot_of_rank_[f.src], slot_of_rank_[dst], f.bytes});
+  }
+  return out;
+}
+
+}  // namespace memtwin::sim
