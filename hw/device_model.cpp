@@ -48,7 +48,8 @@ int iteration_tokens(const ScheduledIteration& it) {
 }
 
 DeviceModel::DeviceModel(const Scenario& s, const KvCompressor& kv, CachingAllocator& allocator, ServingKernels& kernels,
-                         std::int64_t capacity_blocks, std::int64_t weight_bytes, double block_bytes, ServingGroup* group)
+                         std::int64_t capacity_blocks, std::int64_t weight_bytes, double block_bytes, ServingGroup* group,
+                         const RealWeights* real)
     : m_(s.model), allocator_(allocator), kernels_(kernels), group_(group) {
   // The GEMMs the simulator's iteration model prices (models/serving/serving_gemms.h), on one
   // rank: the fused QKV and gate-up matrices; in an expert-parallel group, the rank's experts.
@@ -86,6 +87,7 @@ DeviceModel::DeviceModel(const Scenario& s, const KvCompressor& kv, CachingAlloc
     }
   }
   lm_head_ = w;
+  if (real) load_real(*real);
   shape_.num_blocks = static_cast<int>(capacity_blocks);
   shape_.block_size = s.inference->serving.block_size;
   shape_.kv_heads = m_.kv_heads;
@@ -104,6 +106,8 @@ DeviceModel::DeviceModel(const Scenario& s, const KvCompressor& kv, CachingAlloc
 DeviceModel::~DeviceModel() {
   eviction_.reset();
   grouped_keys_.reset();
+  for (float* t : {norms_, embeddings_})
+    if (t) allocator_.release(t);
   if (pool_) allocator_.release(pool_);
   allocator_.release(weights_);
 }
@@ -117,8 +121,13 @@ void DeviceModel::before_sync(const ScheduledIteration& it, const BlockPool& blo
 }
 
 void DeviceModel::forward(const ScheduledIteration& it, const BlockPool& blocks, const LayerBlockPool* per_layer,
-                          const std::vector<int>& group_rows) {
+                          const std::vector<int>& group_rows, TokenStream* token_stream) {
+  if (real_ && !token_stream) throw std::logic_error("a real model's forward pass needs its sequences' tokens");
   const int h = m_.hidden, d = m_.head_dim;
+  // Synthetic weights run with unit norms, eps 1e-5 and rotary base 10,000; a real model with its own.
+  const float eps = real_ ? static_cast<float>(real_->rms_norm_eps) : 1e-5f;
+  const double theta = real_ ? real_->rope_theta : 10000.0;
+  auto norm_weight = [&](int index) { return real_ ? norms_ + static_cast<std::int64_t>(index) * h : nullptr; };
   const int decodes = static_cast<int>(it.decoding.size());
   int tokens = decodes, outputs = decodes;
   for (std::size_t i = 0; i < it.prefilling.size(); ++i) {
@@ -145,7 +154,8 @@ void DeviceModel::forward(const ScheduledIteration& it, const BlockPool& blocks,
   auto* v_new = tensor(4LL * tokens * kv_, "activations.v_new");
   auto* query = tensor(4LL * std::max(decodes, 1) * q_, "activations.query");
   auto* attended = tensor(4LL * std::max(decodes, 1) * q_, "activations.attended");
-  kernels_.fill(residual, static_cast<std::int64_t>(tokens) * h, 0.01f);  // the embedded tokens
+  if (real_) embed(it, *token_stream, residual);
+  else kernels_.fill(residual, static_cast<std::int64_t>(tokens) * h, 0.01f);  // the embedded tokens
 
   for (int l = 0; l < m_.layers; ++l) {
     const Layer& w = layers_[static_cast<std::size_t>(l)];
@@ -157,9 +167,9 @@ void DeviceModel::forward(const ScheduledIteration& it, const BlockPool& blocks,
     std::uint8_t* v_cache = pool_ ? pool_ + shape_.bytes() * static_cast<std::size_t>(m_.layers + (per_layer ? 0 : l)) : nullptr;
     // Pre-norm, then the QKV projection into the intermediate rows: [q | k | v | attention
     // output], then rotary position embedding on q and k.
-    kernels_.rms_norm(residual, normed, tokens, h);
+    kernels_.rms_norm(residual, normed, tokens, h, norm_weight(2 * l), eps);
     kernels_.gemm(tokens, q_ + 2 * kv_, h, normed, h, w.qkv(), q_ + 2 * kv_, 0.0f, inter, width_);
-    kernels_.rotary(inter, tokens, width_, m_.heads + m_.kv_heads, d, positions_.data());
+    kernels_.rotary(inter, tokens, width_, m_.heads + m_.kv_heads, d, positions_.data(), theta);
     kernels_.copy_rows(inter + q_, width_, k_new, kv_, tokens, kv_);
     kernels_.copy_rows(inter + q_ + kv_, width_, v_new, kv_, tokens, kv_);
     const KvEviction::Step step{l,       k_cache,       v_cache, &shape, &it,    &tables_, max_blocks_, &context_,
@@ -186,14 +196,18 @@ void DeviceModel::forward(const ScheduledIteration& it, const BlockPool& blocks,
     }
     if (!grouped_keys_) eviction_->after_attention(step);
     // Prefill attention: each chunk's queries against its prefix and itself (causal: half the
-    // chunk on average), per head, as the iteration model counts it.
-    for (std::size_t i = 0; i < it.prefilling.size(); ++i) {
-      const std::int64_t c = it.chunks[i];
-      kernels_.prefill_attention(c, it.prefilling[i]->prefilled + (c + 1) / 2, d, m_.heads);
+    // chunk on average), per head, as the iteration model counts it; a real model's for real.
+    if (real_) {
+      prompt_attention(it, inter);
+    } else {
+      for (std::size_t i = 0; i < it.prefilling.size(); ++i) {
+        const std::int64_t c = it.chunks[i];
+        kernels_.prefill_attention(c, it.prefilling[i]->prefilled + (c + 1) / 2, d, m_.heads);
+      }
     }
     // Output projection added to the residual stream (beta 1), then the MLP on its norm.
     kernels_.gemm(tokens, h, q_, inter + q_ + 2 * kv_, width_, w.o(), h, 1.0f, residual, h);
-    kernels_.rms_norm(residual, normed, tokens, h);
+    kernels_.rms_norm(residual, normed, tokens, h, norm_weight(2 * l + 1), eps);
     if (m_.experts > 1) {
       experts(w, normed, residual, tokens, group_rows);
     } else {
@@ -202,8 +216,11 @@ void DeviceModel::forward(const ScheduledIteration& it, const BlockPool& blocks,
       kernels_.gemm(tokens, h, m_.intermediate, inter + up_, width_, w.down(), h, 1.0f, residual, h);
     }
   }
-  // The output head for the tokens that produce one (as many rows as outputs), greedy sampling.
-  if (outputs > 0) {
+  // The output head for the tokens that produce one (as many rows as outputs), greedy sampling;
+  // a real model's rows are the decodes' and each completing prompt's last, after the final norm.
+  if (real_) {
+    if (outputs > 0) real_logits(it, residual, inter, normed, logits, *token_stream);
+  } else if (outputs > 0) {
     kernels_.gemm(outputs, m_.vocab, h, residual, h, lm_head_, m_.vocab, 0.0f, logits, m_.vocab);
     kernels_.argmax_rows(logits, outputs, m_.vocab, sampled_);
   }
@@ -283,11 +300,127 @@ void DeviceModel::idle_forward(const std::vector<int>& group_rows) {
   auto* normed = tensor(4LL * h, "activations.normed");
   kernels_.fill(residual, h, 0.0f);
   for (int l = 0; l < m_.layers; ++l) {
-    kernels_.rms_norm(residual, normed, 1, h);
+    kernels_.rms_norm(residual, normed, 1, h, nullptr, 1e-5f);
     experts(layers_[static_cast<std::size_t>(l)], normed, residual, 1, group_rows);
   }
   kernels_.synchronize();
   for (float* t : {normed, residual}) allocator_.release(t);
+}
+
+// The real model's weights, laid out as the synthetic ones are: each linear layer [out, in]
+// transposed to the [in, out] the GEMMs read, Q, K and V side by side, gate then up; the output
+// head likewise; the embedding table and the norms in allocations of their own.
+void DeviceModel::load_real(const RealWeights& r) {
+  if (m_.experts > 1 || up_ != 2 * m_.intermediate) throw Unsupported("a real model runs dense, with a gated MLP (SwiGLU)");
+  if (static_cast<int>(r.layers.size()) != m_.layers) {
+    throw Unsupported("the real model has " + std::to_string(r.layers.size()) + " layers, the scenario's model " +
+                      std::to_string(m_.layers));
+  }
+  if (!kernels_.supports_causal_attention()) {
+    throw Unsupported("this device does not compute prompt attention yet: a real model runs on --device host");
+  }
+  real_ = &r;
+  const int h = m_.hidden, inter = m_.intermediate, vocab = m_.vocab;
+  std::vector<float> staging;
+  staging.reserve(static_cast<std::size_t>(h) * std::max({vocab, q_ + 2 * kv_, up_}));
+  // In 32 x 32 tiles, so that both sides are read and written a cache line at a time.
+  auto transpose_into = [&](const float* w, int outs, int ins, int width, int column) {
+    constexpr int kTile = 32;
+    for (int o0 = 0; o0 < outs; o0 += kTile)
+      for (int i0 = 0; i0 < ins; i0 += kTile)
+        for (int o = o0; o < std::min(outs, o0 + kTile); ++o)
+          for (int i = i0; i < std::min(ins, i0 + kTile); ++i)
+            staging[static_cast<std::size_t>(i) * width + column + o] = w[static_cast<std::size_t>(o) * ins + i];
+  };
+  auto send = [&](float* device) { kernels_.upload(device, staging.data(), 4LL * static_cast<std::int64_t>(staging.size())); };
+  for (int l = 0; l < m_.layers; ++l) {
+    const RealWeights::Layer& w = r.layers[static_cast<std::size_t>(l)];
+    Layer& to = layers_[static_cast<std::size_t>(l)];
+    const int qkv = q_ + 2 * kv_;
+    staging.assign(static_cast<std::size_t>(h) * qkv, 0.0f);
+    transpose_into(w.q, q_, h, qkv, 0);
+    transpose_into(w.k, kv_, h, qkv, q_);
+    transpose_into(w.v, kv_, h, qkv, q_ + kv_);
+    send(to.matrix[static_cast<int>(ServingGemm::Role::qkv)]);
+    staging.assign(static_cast<std::size_t>(q_) * h, 0.0f);
+    transpose_into(w.o, h, q_, h, 0);
+    send(to.matrix[static_cast<int>(ServingGemm::Role::attention_out)]);
+    staging.assign(static_cast<std::size_t>(h) * up_, 0.0f);
+    transpose_into(w.gate, inter, h, up_, 0);
+    transpose_into(w.up, inter, h, up_, inter);
+    send(to.matrix[static_cast<int>(ServingGemm::Role::gate_up)]);
+    staging.assign(static_cast<std::size_t>(inter) * h, 0.0f);
+    transpose_into(w.down, h, inter, h, 0);
+    send(to.matrix[static_cast<int>(ServingGemm::Role::down)]);
+  }
+  staging.assign(static_cast<std::size_t>(h) * vocab, 0.0f);
+  transpose_into(r.output, vocab, h, vocab, 0);
+  send(lm_head_);
+  embeddings_ = tensor(4LL * vocab * h, "weights.embeddings");
+  kernels_.upload(embeddings_, r.embeddings, 4LL * vocab * h);
+  staging.clear();
+  for (const RealWeights::Layer& w : r.layers) {
+    staging.insert(staging.end(), w.attn_norm, w.attn_norm + h);
+    staging.insert(staging.end(), w.ffn_norm, w.ffn_norm + h);
+  }
+  staging.insert(staging.end(), r.output_norm, r.output_norm + h);
+  norms_ = tensor(4LL * static_cast<std::int64_t>(staging.size()), "weights.norms");
+  send(norms_);
+}
+
+void DeviceModel::embed(const ScheduledIteration& it, TokenStream& tokens, float* residual) {
+  const int h = m_.hidden;
+  int row = 0;
+  auto put = [&](const Sequence& q, int position) {
+    const int id = tokens.token(q.record, position);
+    if (id < 0 || id >= m_.vocab) {
+      throw std::invalid_argument("token " + std::to_string(id) + " is outside the model's vocabulary of " + std::to_string(m_.vocab));
+    }
+    kernels_.copy_rows(embeddings_ + static_cast<std::int64_t>(id) * h, h, residual + static_cast<std::int64_t>(row++) * h, h, 1, h);
+  };
+  for (const Sequence* q : it.decoding) put(*q, q->prompt + q->generated - 1);
+  for (std::size_t i = 0; i < it.prefilling.size(); ++i)
+    for (int t = 0; t < it.chunks[i]; ++t) put(*it.prefilling[i], it.prefilling[i]->prefilled + t);
+}
+
+void DeviceModel::prompt_attention(const ScheduledIteration& it, float* inter) {
+  std::int64_t row = static_cast<std::int64_t>(it.decoding.size());
+  for (std::size_t i = 0; i < it.prefilling.size(); ++i) {
+    const Sequence& q = *it.prefilling[i];
+    const int chunk = it.chunks[i];
+    if (q.prefilled != 0 || chunk != q.prompt) {
+      throw Unsupported("a real model prefills each prompt in one chunk: inference.serving.max_num_batched_tokens must hold "
+                        "the longest prompt (" + std::to_string(q.prompt) + " tokens)");
+    }
+    float* rows = inter + row * width_;
+    kernels_.causal_attention(rows, width_, chunk, m_.heads, m_.kv_heads, m_.head_dim, rows + q_ + 2 * kv_, width_);
+    row += chunk;
+  }
+}
+
+void DeviceModel::real_logits(const ScheduledIteration& it, const float* residual, float* gathered, float* normed, float* logits,
+                              TokenStream& tokens) {
+  const int h = m_.hidden, vocab = m_.vocab, decodes = static_cast<int>(it.decoding.size());
+  std::vector<std::pair<std::size_t, int>> outputs;  // (record, position of the token the row follows)
+  kernels_.copy_rows(residual, h, gathered, h, decodes, h);
+  for (const Sequence* q : it.decoding) outputs.emplace_back(q->record, q->prompt + q->generated - 1);
+  std::int64_t row = decodes;
+  for (std::size_t i = 0; i < it.prefilling.size(); ++i) {
+    const Sequence& q = *it.prefilling[i];
+    row += it.chunks[i];
+    if (q.prefilled + it.chunks[i] < q.prompt) continue;
+    kernels_.copy_rows(residual + (row - 1) * h, h, gathered + static_cast<std::int64_t>(outputs.size()) * h, h, 1, h);
+    outputs.emplace_back(q.record, q.prompt - 1);
+  }
+  const int n = static_cast<int>(outputs.size());
+  kernels_.rms_norm(gathered, normed, n, h, norms_ + 2LL * m_.layers * h, static_cast<float>(real_->rms_norm_eps));
+  kernels_.gemm(n, vocab, h, normed, h, lm_head_, vocab, 0.0f, logits, vocab);
+  host_logits_.resize(static_cast<std::size_t>(n) * vocab);
+  kernels_.download(host_logits_.data(), logits, 4LL * n * vocab);
+  for (int k = 0; k < n; ++k) {
+    tokens.logits(outputs[static_cast<std::size_t>(k)].first, outputs[static_cast<std::size_t>(k)].second,
+                  host_logits_.data() + static_cast<std::size_t>(k) * vocab);
+  }
 }
 
 // Layer `layer`'s metadata for the kernels: where each new token's K and V go (decodes, then the

@@ -6,6 +6,12 @@
 // model holds its rank's share of every MoE layer's experts and exchanges each MoE layer's tokens
 // with the group's other ranks.
 //
+// With a real model's weights (hw/real_weights.h) instead, the same pass embeds each sequence's
+// tokens, applies the learned norms and the model's rotary base, computes each prompt's causal
+// attention on its fresh K and V (a prompt is prefilled in one chunk; its cache is written in the
+// method's format as always, and decodes read it from there), and hands every output row's logits
+// back through the TokenStream.
+//
 // Contract: one forward (or idle_forward) per iteration, after before_sync and the block pool's
 // sync; in a group every rank runs one of them per lockstep iteration, with the same `group_rows`.
 #include <cstdint>
@@ -14,6 +20,7 @@
 
 #include "hw/block_pool.h"
 #include "hw/caching_allocator.h"
+#include "hw/real_weights.h"
 #include "hw/serving_group.h"
 #include "hw/serving_kernels.h"
 #include "kernels/kv_kernels.h"
@@ -37,8 +44,11 @@ int iteration_tokens(const ScheduledIteration& it);
 class DeviceModel {
  public:
   /// `group`: the expert-parallel group this rank belongs to (it must outlive the model), or null.
+  /// `real`: a real model's weights, of the scenario's model's shape (dense, gated MLP, one rank),
+  /// copied to the device; null for synthetic ones. Throws Unsupported where the shapes differ.
   DeviceModel(const Scenario& s, const KvCompressor& kv, CachingAllocator& allocator, ServingKernels& kernels,
-              std::int64_t capacity_blocks, std::int64_t weight_bytes, double block_bytes, ServingGroup* group = nullptr);
+              std::int64_t capacity_blocks, std::int64_t weight_bytes, double block_bytes, ServingGroup* group = nullptr,
+              const RealWeights* real = nullptr);
   ~DeviceModel();
   DeviceModel(const DeviceModel&) = delete;
   DeviceModel& operator=(const DeviceModel&) = delete;
@@ -51,8 +61,9 @@ class DeviceModel {
   /// One iteration; `per_layer` holds the blocks of methods whose layers keep different numbers
   /// of tokens (each layer's table of global layer-block ids), else every layer uses `blocks`.
   /// `group_rows`: in a group, every rank's tokens this iteration (this rank's iteration_tokens).
+  /// `tokens`: with real weights, the sequences' tokens and where their logits go (required).
   void forward(const ScheduledIteration& it, const BlockPool& blocks, const LayerBlockPool* per_layer,
-               const std::vector<int>& group_rows = {});
+               const std::vector<int>& group_rows = {}, TokenStream* tokens = nullptr);
   /// A group's rank without a batch: vLLM's dummy batch of one token, which takes part in every
   /// MoE layer's exchange (its `group_rows` entry is 1) and computes the rank's experts for the
   /// others' tokens.
@@ -69,6 +80,14 @@ class DeviceModel {
     [[nodiscard]] const float* down() const { return matrix[static_cast<int>(ServingGemm::Role::down)]; }
   };
   void experts(const Layer& w, const float* normed, float* residual, int tokens, const std::vector<int>& group_rows);
+  void load_real(const RealWeights& real);
+  /// The real model's embedding rows of the iteration's tokens (decodes, then the chunks).
+  void embed(const ScheduledIteration& it, TokenStream& tokens, float* residual);
+  /// Each prompt's attention for real (the iteration's rows in `inter`; decodes come first).
+  void prompt_attention(const ScheduledIteration& it, float* inter);
+  /// The output rows' logits (decodes', then each completing prompt's last), to `tokens`.
+  void real_logits(const ScheduledIteration& it, const float* residual, float* gathered, float* normed, float* logits,
+                   TokenStream& tokens);
   void lay_out(const ScheduledIteration& it, const BlockPool& blocks, const LayerBlockPool* per_layer, int layer);
 
   const ModelSpec& m_;
@@ -92,6 +111,11 @@ class DeviceModel {
   std::unique_ptr<KvEviction> eviction_;  // where tokens live; the scores of the methods that keep them
   std::unique_ptr<ChannelKeyGroupCache> grouped_keys_;  // the pool and kernels of channel-key groups, instead of pool_
   std::vector<int> sampled_;
+  // A real model's: its embedding table, norms (two per layer, then the final one) and constants.
+  const RealWeights* real_ = nullptr;
+  float* embeddings_ = nullptr;
+  float* norms_ = nullptr;
+  std::vector<float> host_logits_;
 };
 
 }  // namespace memtwin::hw

@@ -35,12 +35,6 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-// The host device's memory: page-touched host memory, the process's resident set.
-hw::DeviceMemory host_memory() {
-  return {hw::host_device_memory(), hw::resident_bytes, hw::peak_resident_bytes, [] { hw::reset_peak_resident(); },
-          "process peak resident set (VmHWM)"};
-}
-
 // A GPU's memory: cudaMalloc, and what the driver reports in use. The caching allocator never
 // hands memory back during a run, so what is in use at the end is its peak (plus the context and
 // libraries).
@@ -62,7 +56,7 @@ Device open_device(const std::string& name, const Scenario& s, const Plan& plan,
   if (name == "host") {
     d.kernels = std::make_unique<hw::HostKernels>();
     d.collectives = std::make_unique<hw::MpiCollectives>(plan, rank);
-    d.memory = host_memory();
+    d.memory = hw::host_memory();
     d.description = "the host device (one core and one OpenBLAS thread per rank)";
     return d;
   }
@@ -82,7 +76,7 @@ hw::ServingDevice open_serving_device(const std::string& name) {
   if (name == "host") {
     hw::use_one_core();
     d.kernels = std::make_unique<hw::HostServingKernels>();
-    d.memory = host_memory();
+    d.memory = hw::host_memory();
     d.description = "the host device: one process, one core";
     return d;
   }

@@ -43,8 +43,9 @@ void require_serving_support(const Scenario& s) {
 
 int serving_ranks(const Scenario& s) { return s.inference->serving.expert_parallel_size(); }
 
-ServingMeasurement serve_on_device(const Scenario& s, ServingDevice& device, ServingGroup* group) {
+ServingMeasurement serve_on_device(const Scenario& s, ServingDevice& device, ServingGroup* group, const RealModelRun* real) {
   require_serving_support(s);
+  if (real && (group || !real->weights || !real->tokens)) throw std::logic_error("a real model runs on one rank, with its weights and tokens");
   if ((group ? group->ranks() : 1) != serving_ranks(s)) {
     throw std::logic_error("a serving run of " + std::to_string(serving_ranks(s)) + " ranks in a group of " +
                            std::to_string(group ? group->ranks() : 1));
@@ -63,7 +64,7 @@ ServingMeasurement serve_on_device(const Scenario& s, ServingDevice& device, Ser
   ServingMeasurement out;
   out.runtime_bytes = device.memory.in_use();
   device.memory.reset_peak();
-  out.run = start_serving_run(generate_requests(inf, s.seed));
+  out.run = start_serving_run(real ? real->requests : generate_requests(inf, s.seed));
   ServingRun& run = out.run;
   run.capacity_blocks = memory.capacity_blocks;
   const int me = group ? group->rank() : 0;
@@ -78,7 +79,7 @@ ServingMeasurement serve_on_device(const Scenario& s, ServingDevice& device, Ser
   try {
     const auto kv = make_kv_compressor(inf.kv_cache.compression, serving_kv_shape(s));
     DeviceModel model(s, *kv, allocator, kernels, memory.capacity_blocks, memory.weights.count(),
-                      memory.block_bytes.as_double(), timed_group ? &*timed_group : nullptr);
+                      memory.block_bytes.as_double(), timed_group ? &*timed_group : nullptr, real ? real->weights : nullptr);
     out.weights_bytes = memory.weights.count();
     out.kv_pool_bytes = model.pool_bytes();
     BatchScheduler scheduler(me, s, *kv, run, memory.capacity_blocks, memory.block_bytes.as_double());
@@ -173,7 +174,7 @@ ServingMeasurement serve_on_device(const Scenario& s, ServingDevice& device, Ser
       if (moved > 0) device.kernels->swap(static_cast<std::int64_t>(moved));
       auto exchanged = [&] { return timed_group ? timed_group->seconds() : 0.0; };
       const double in_kernels = timed.kernel_seconds(), in_exchanges = exchanged(), forward_began = now();
-      model.forward(*it, blocks, layer_blocks ? &*layer_blocks : nullptr, group_rows);
+      model.forward(*it, blocks, layer_blocks ? &*layer_blocks : nullptr, group_rows, real ? real->tokens : nullptr);
       if (timed.timing()) {
         run.op_seconds[IterationOp::host] +=
             (now() - forward_began) - (timed.kernel_seconds() - in_kernels) - (exchanged() - in_exchanges);

@@ -36,9 +36,11 @@
 #include <string>
 
 #include "hw/caching_allocator.h"
+#include "hw/real_weights.h"
 #include "hw/serving_group.h"
 #include "hw/serving_kernels.h"
 #include "models/scenario.h"
+#include "models/serving/request_stream.h"
 #include "models/serving/serving_run.h"
 
 namespace memtwin::hw {
@@ -61,6 +63,15 @@ struct ServingMeasurement {
   std::int64_t iterations_done = 0;
 };
 
+/// A real model served instead of the scenario's synthetic weights (hw/real_weights.h): its
+/// weights (the scenario's model must have their shape), the requests to run in place of the
+/// scenario's workload (each prompt prefilled in one chunk), and their tokens and logits.
+struct RealModelRun {
+  const RealWeights* weights = nullptr;
+  std::vector<Request> requests;
+  TokenStream* tokens = nullptr;
+};
+
 /// Throws Unsupported naming what the serving engine cannot run in this scenario.
 void require_serving_support(const Scenario& scenario);
 
@@ -73,6 +84,8 @@ int serving_ranks(const Scenario& scenario);
 /// the other ranks are left waiting: the caller stops them). `group`: this rank's expert-parallel
 /// group, of serving_ranks(scenario) ranks, when that is more than one; on rank 0 the result is the
 /// whole group's, with the busiest rank's memory.
-ServingMeasurement serve_on_device(const Scenario& scenario, ServingDevice& device, ServingGroup* group = nullptr);
+/// `real`: a real model and its requests instead (one rank, no group).
+ServingMeasurement serve_on_device(const Scenario& scenario, ServingDevice& device, ServingGroup* group = nullptr,
+                                   const RealModelRun* real = nullptr);
 
 }  // namespace memtwin::hw

@@ -29,11 +29,13 @@ class ServingKernels {
   virtual void gemm(int rows, int cols, int inner, const float* a, int lda, const float* b, int ldb, float beta, float* c,
                     int ldc) = 0;
   virtual void fill(float* x, std::int64_t count, float value) = 0;
-  /// RMSNorm with unit weights of each of `tokens` rows of `hidden` floats.
-  virtual void rms_norm(const float* in, float* out, int tokens, int hidden) = 0;
-  /// Rotary position embedding (rotate-half form, base 10000) of the first `heads` slices of
+  /// RMSNorm of each of `tokens` rows of `hidden` floats: x / sqrt(mean(x^2) + eps), times
+  /// `weight` [hidden] (device memory) or unit weights where it is null.
+  virtual void rms_norm(const float* in, float* out, int tokens, int hidden, const float* weight, float eps) = 0;
+  /// Rotary position embedding (rotate-half form, base `theta`) of the first `heads` slices of
   /// head_dim floats in each of `tokens` rows `row_stride` apart; positions[tokens] (host).
-  virtual void rotary(float* rows, int tokens, int row_stride, int heads, int head_dim, const std::int32_t* positions) = 0;
+  virtual void rotary(float* rows, int tokens, int row_stride, int heads, int head_dim, const std::int32_t* positions,
+                      double theta) = 0;
   /// SiLU(gate) x up (or SiLU alone when not gated) of each row: gate = row[0, inner), up =
   /// row[inner, 2 inner) when gated; the result goes to row[up_width, up_width + inner), where
   /// up_width is 2 inner gated or inner ungated.
@@ -89,6 +91,20 @@ class ServingKernels {
     no_kivi();
   }
   virtual void kivi_decode_attention(const kernels::KiviDecodeArgs& /*a*/) { no_kivi(); }
+
+  /// Copies `bytes` from host memory to device memory, and back (returning when it is there).
+  virtual void upload(void* device, const void* host, std::int64_t bytes) = 0;
+  virtual void download(void* host, const void* device, std::int64_t bytes) = 0;
+
+  /// Causal self-attention of one whole prompt (a real model's prefill): `tokens` consecutive rows
+  /// `row_stride` apart, each [q | k | v] (q_heads, then kv_heads twice, head_dim floats each, k
+  /// already rotated), query t against keys 0..t, grouped-query heads sharing their KV head; the
+  /// result [tokens, q_heads x head_dim] at `out`, rows `out_stride` apart.
+  [[nodiscard]] virtual bool supports_causal_attention() const { return false; }
+  virtual void causal_attention(const float* /*rows*/, int /*row_stride*/, int /*tokens*/, int /*q_heads*/, int /*kv_heads*/,
+                                int /*head_dim*/, float* /*out*/, int /*out_stride*/) {
+    throw std::logic_error("this device does not compute prompt attention yet (a real model's prefill)");
+  }
 
   /// Prefill attention's products for a chunk of `queries` against `keys` (per head: QK^T then
   /// PV), as the iteration model counts them.

@@ -36,11 +36,21 @@ class TimedServingKernels final : public ServingKernels {
   void fill(float* x, std::int64_t count, float value) override {
     timed(IterationOp::elementwise, [&] { device_.fill(x, count, value); });
   }
-  void rms_norm(const float* in, float* out, int tokens, int hidden) override {
-    timed(IterationOp::elementwise, [&] { device_.rms_norm(in, out, tokens, hidden); });
+  void rms_norm(const float* in, float* out, int tokens, int hidden, const float* weight, float eps) override {
+    timed(IterationOp::elementwise, [&] { device_.rms_norm(in, out, tokens, hidden, weight, eps); });
   }
-  void rotary(float* rows, int tokens, int row_stride, int heads, int head_dim, const std::int32_t* positions) override {
-    timed(IterationOp::elementwise, [&] { device_.rotary(rows, tokens, row_stride, heads, head_dim, positions); });
+  void rotary(float* rows, int tokens, int row_stride, int heads, int head_dim, const std::int32_t* positions,
+              double theta) override {
+    timed(IterationOp::elementwise, [&] { device_.rotary(rows, tokens, row_stride, heads, head_dim, positions, theta); });
+  }
+  /// Copies in and out are set-up and read-out, not iteration work: forwarded, not counted.
+  void upload(void* device, const void* host, std::int64_t bytes) override { device_.upload(device, host, bytes); }
+  void download(void* host, const void* device, std::int64_t bytes) override { device_.download(host, device, bytes); }
+  [[nodiscard]] bool supports_causal_attention() const override { return device_.supports_causal_attention(); }
+  void causal_attention(const float* rows, int row_stride, int tokens, int q_heads, int kv_heads, int head_dim, float* out,
+                        int out_stride) override {
+    timed(IterationOp::prefill_attention,
+          [&] { device_.causal_attention(rows, row_stride, tokens, q_heads, kv_heads, head_dim, out, out_stride); });
   }
   void activation(float* rows, int tokens, int row_stride, int inner, bool gated) override {
     timed(IterationOp::elementwise, [&] { device_.activation(rows, tokens, row_stride, inner, gated); });

@@ -82,7 +82,9 @@ case "$cmd" in
     build_all
     ;;
   sanitize)
-    build_sanitized
+    # What the [unit] tests run: their binary (which brings memtwin and memtwin-device) and the
+    # collectives' probe; not the Python module or the benchmarks.
+    build_sanitized --target memtwin_tests collective_probe
     cd "$sanitize_build"
     # Leaks are not failures here: SimGrid keeps its engine for the process's life.
     export ASAN_OPTIONS="detect_leaks=0:abort_on_error=0" UBSAN_OPTIONS="print_stacktrace=1"

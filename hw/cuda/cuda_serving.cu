@@ -32,7 +32,8 @@ __global__ void fill_kernel(float* x, long count, float value) {
 }
 
 // One block per row: the sum of squares by a block reduction, then the scaled copy.
-__global__ void rms_norm_kernel(const float* __restrict__ in, float* __restrict__ out, int hidden) {
+__global__ void rms_norm_kernel(const float* __restrict__ in, float* __restrict__ out, int hidden,
+                                const float* __restrict__ weight, float eps) {
   __shared__ float partial[256];
   const float* x = in + static_cast<long>(blockIdx.x) * hidden;
   float* y = out + static_cast<long>(blockIdx.x) * hidden;
@@ -44,20 +45,20 @@ __global__ void rms_norm_kernel(const float* __restrict__ in, float* __restrict_
     if (threadIdx.x < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
     __syncthreads();
   }
-  const float scale = rsqrtf(partial[0] / static_cast<float>(hidden) + 1e-5f);
-  for (int j = threadIdx.x; j < hidden; j += blockDim.x) y[j] = x[j] * scale;
+  const float scale = rsqrtf(partial[0] / static_cast<float>(hidden) + eps);
+  for (int j = threadIdx.x; j < hidden; j += blockDim.x) y[j] = x[j] * scale * (weight ? weight[j] : 1.0f);
 }
 
 // One thread per (token, head, pair of rotated elements).
 __global__ void rotary_kernel(float* rows, const std::int32_t* __restrict__ positions, int tokens, int row_stride,
-                              int heads, int head_dim) {
+                              int heads, int head_dim, double theta) {
   const int half = head_dim / 2;
   const long i = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x;
   if (i >= static_cast<long>(tokens) * heads * half) return;
   const int j = i % half;
   const int head = (i / half) % heads;
   const int t = i / (static_cast<long>(half) * heads);
-  const double angle = positions[t] * pow(10000.0, -2.0 * j / head_dim);
+  const double angle = positions[t] * pow(theta, -2.0 * j / head_dim);
   const float c = static_cast<float>(cos(angle)), s = static_cast<float>(sin(angle));
   float* x = rows + static_cast<long>(t) * row_stride + static_cast<long>(head) * head_dim;
   const float a = x[j], b = x[j + half];
@@ -147,17 +148,18 @@ class CudaServingKernels final : public ServingKernels {
     launched("fill kernel");
   }
 
-  void rms_norm(const float* in, float* out, int tokens, int hidden) override {
+  void rms_norm(const float* in, float* out, int tokens, int hidden, const float* weight, float eps) override {
     if (tokens <= 0) return;
-    rms_norm_kernel<<<tokens, 256, 0, stream_>>>(in, out, hidden);
+    rms_norm_kernel<<<tokens, 256, 0, stream_>>>(in, out, hidden, weight, eps);
     launched("rms_norm kernel");
   }
 
-  void rotary(float* rows, int tokens, int row_stride, int heads, int head_dim, const std::int32_t* positions) override {
+  void rotary(float* rows, int tokens, int row_stride, int heads, int head_dim, const std::int32_t* positions,
+              double theta) override {
     if (tokens <= 0) return;
     const std::int32_t* p = positions_.upload(positions, static_cast<std::size_t>(tokens), stream_);
     const long threads = static_cast<long>(tokens) * heads * (head_dim / 2);
-    rotary_kernel<<<blocks_for(threads, 256), 256, 0, stream_>>>(rows, p, tokens, row_stride, heads, head_dim);
+    rotary_kernel<<<blocks_for(threads, 256), 256, 0, stream_>>>(rows, p, tokens, row_stride, heads, head_dim, theta);
     launched("rotary kernel");
   }
 
@@ -290,6 +292,16 @@ class CudaServingKernels final : public ServingKernels {
   }
 
   void synchronize() override { check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
+
+  void upload(void* device, const void* host, std::int64_t bytes) override {
+    check(cudaMemcpyAsync(device, host, static_cast<std::size_t>(bytes), cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync (upload)");
+    synchronize();  // the host buffer may go once this returns
+  }
+  void download(void* host, const void* device, std::int64_t bytes) override {
+    check(cudaMemcpyAsync(host, device, static_cast<std::size_t>(bytes), cudaMemcpyDeviceToHost, stream_),
+          "cudaMemcpyAsync (download)");
+    synchronize();
+  }
 
  private:
   static constexpr int kSplitTokens = 512;

@@ -1,4 +1,5 @@
 #include "hw/host/host_kernels.h"
+#include "hw/process_memory.h"
 
 #include <cblas.h>
 #ifdef _OPENMP
@@ -32,6 +33,11 @@ RawMemory host_device_memory() {
             return p;
           },
           [](void* p) { std::free(p); }};
+}
+
+DeviceMemory host_memory() {
+  return {host_device_memory(), resident_bytes, peak_resident_bytes, [] { reset_peak_resident(); },
+          "process peak resident set (VmHWM)"};
 }
 
 void use_one_core() {

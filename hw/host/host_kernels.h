@@ -70,5 +70,7 @@ void use_one_core();
 /// resident (the OS would otherwise count untouched pages as free, and the process's peak would not
 /// show them).
 RawMemory host_device_memory();
+/// That memory with its accounting: in use is the process's resident set, peak its VmHWM.
+DeviceMemory host_memory();
 
 }  // namespace memtwin::hw

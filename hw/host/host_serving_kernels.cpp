@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace memtwin::hw {
 
@@ -14,32 +15,38 @@ void HostServingKernels::gemm(int rows, int cols, int inner, const float* a, int
 
 void HostServingKernels::fill(float* x, std::int64_t count, float value) { std::fill(x, x + count, value); }
 
-void HostServingKernels::rms_norm(const float* in, float* out, int tokens, int hidden) {
+void HostServingKernels::rms_norm(const float* in, float* out, int tokens, int hidden, const float* weight, float eps) {
   for (int t = 0; t < tokens; ++t) {
     const float* x = in + static_cast<std::ptrdiff_t>(t) * hidden;
     float* y = out + static_cast<std::ptrdiff_t>(t) * hidden;
     float squares = 0;
 #pragma omp simd reduction(+ : squares)
     for (int j = 0; j < hidden; ++j) squares += x[j] * x[j];
-    const float scale = 1.0f / std::sqrt(squares / static_cast<float>(hidden) + 1e-5f);
+    const float scale = 1.0f / std::sqrt(squares / static_cast<float>(hidden) + eps);
+    if (weight) {
 #pragma omp simd
-    for (int j = 0; j < hidden; ++j) y[j] = x[j] * scale;
+      for (int j = 0; j < hidden; ++j) y[j] = x[j] * scale * weight[j];
+    } else {
+#pragma omp simd
+      for (int j = 0; j < hidden; ++j) y[j] = x[j] * scale;
+    }
   }
 }
 
 void HostServingKernels::rotary(float* rows, int tokens, int row_stride, int heads, int head_dim,
-                                const std::int32_t* positions) {
+                                const std::int32_t* positions, double theta) {
   const int half = head_dim / 2;
   int needed = 0;
   for (int t = 0; t < tokens; ++t) needed = std::max(needed, positions[t] + 1);
-  if (head_dim != rope_dim_) {
+  if (head_dim != rope_dim_ || theta != rope_theta_) {
     rope_dim_ = head_dim;
+    rope_theta_ = theta;
     rope_cos_.clear();
     rope_sin_.clear();
   }
   for (int p = static_cast<int>(rope_cos_.size()) / std::max(half, 1); p < needed; ++p) {  // the tables grow to the positions seen
     for (int j = 0; j < half; ++j) {
-      const double angle = p * std::pow(10000.0, -2.0 * j / head_dim);
+      const double angle = p * std::pow(theta, -2.0 * j / head_dim);
       rope_cos_.push_back(static_cast<float>(std::cos(angle)));
       rope_sin_.push_back(static_cast<float>(std::sin(angle)));
     }
@@ -57,6 +64,46 @@ void HostServingKernels::rotary(float* rows, int tokens, int row_stride, int hea
         x[j + half] = a * sin[j] + b * cos[j];
       }
     }
+  }
+}
+
+void HostServingKernels::upload(void* device, const void* host, std::int64_t bytes) {
+  std::memcpy(device, host, static_cast<std::size_t>(bytes));
+}
+
+void HostServingKernels::download(void* host, const void* device, std::int64_t bytes) {
+  std::memcpy(host, device, static_cast<std::size_t>(bytes));
+}
+
+// Per query head: the scores of query t against keys 0..t (one GEMM for the whole prompt, its
+// upper triangle unused), each row's softmax, then the probabilities times the values (a second
+// GEMM over the rows, the masked part zero).
+void HostServingKernels::causal_attention(const float* rows, int row_stride, int tokens, int q_heads, int kv_heads, int head_dim,
+                                          float* out, int out_stride) {
+  if (tokens <= 0) return;
+  const int group = q_heads / kv_heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  logits_.resize(static_cast<std::size_t>(tokens) * tokens);
+  const float* keys = rows + static_cast<std::ptrdiff_t>(q_heads) * head_dim;
+  const float* values = keys + static_cast<std::ptrdiff_t>(kv_heads) * head_dim;
+  for (int head = 0; head < q_heads; ++head) {
+    const int kv = head / group;
+    const float* q = rows + static_cast<std::ptrdiff_t>(head) * head_dim;
+    const float* k = keys + static_cast<std::ptrdiff_t>(kv) * head_dim;
+    const float* v = values + static_cast<std::ptrdiff_t>(kv) * head_dim;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, tokens, tokens, head_dim, scale, q, row_stride, k, row_stride, 0.0f,
+                logits_.data(), tokens);
+    for (int t = 0; t < tokens; ++t) {
+      float* p = logits_.data() + static_cast<std::ptrdiff_t>(t) * tokens;
+      const float most = *std::max_element(p, p + t + 1);
+      float sum = 0;
+      for (int j = 0; j <= t; ++j) sum += p[j] = std::exp(p[j] - most);
+      const float inverse = 1.0f / sum;
+      for (int j = 0; j <= t; ++j) p[j] *= inverse;
+      std::fill(p + t + 1, p + tokens, 0.0f);
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, tokens, head_dim, tokens, 1.0f, logits_.data(), tokens, v, row_stride,
+                0.0f, out + static_cast<std::ptrdiff_t>(head) * head_dim, out_stride);
   }
 }
 

@@ -15,8 +15,14 @@ class HostServingKernels final : public ServingKernels {
   void gemm(int rows, int cols, int inner, const float* a, int lda, const float* b, int ldb, float beta, float* c,
             int ldc) override;
   void fill(float* x, std::int64_t count, float value) override;
-  void rms_norm(const float* in, float* out, int tokens, int hidden) override;
-  void rotary(float* rows, int tokens, int row_stride, int heads, int head_dim, const std::int32_t* positions) override;
+  void rms_norm(const float* in, float* out, int tokens, int hidden, const float* weight, float eps) override;
+  void rotary(float* rows, int tokens, int row_stride, int heads, int head_dim, const std::int32_t* positions,
+              double theta) override;
+  void upload(void* device, const void* host, std::int64_t bytes) override;
+  void download(void* host, const void* device, std::int64_t bytes) override;
+  [[nodiscard]] bool supports_causal_attention() const override { return true; }
+  void causal_attention(const float* rows, int row_stride, int tokens, int q_heads, int kv_heads, int head_dim, float* out,
+                        int out_stride) override;
   void activation(float* rows, int tokens, int row_stride, int inner, bool gated) override;
   void copy_rows(const float* src, int src_stride, float* dst, int dst_stride, int rows, int cols) override;
   void write_paged(const float* values, const std::int64_t* slot_mapping, int tokens, const kernels::PagedShape& shape,
@@ -55,8 +61,9 @@ class HostServingKernels final : public ServingKernels {
  private:
   HostKernels kernels_;                   ///< attention products and swap copies over its workspace
   int rope_dim_ = 0;                      ///< head_dim the tables are for
+  double rope_theta_ = 0;                 ///< and the base
   std::vector<float> rope_cos_, rope_sin_;  ///< [positions, head_dim / 2], grown on demand
-  std::vector<float> keys_, logits_;        ///< score_prompt's dequantised keys and QK^T
+  std::vector<float> keys_, logits_;        ///< score_prompt's dequantised keys and QK^T (causal_attention's scores)
 };
 
 }  // namespace memtwin::hw

@@ -1,11 +1,10 @@
 #pragma once
 // A real Llama-architecture model on the host: its weights as scripts/real_model/convert_gguf.py
-// writes them (DIR/model.json with the architecture and a tensor index, DIR/weights.f32), and its
-// forward pass built on the project's own KV kernels: each layer's K and V go into a paged cache
-// through kernels::write_paged, attention reads it through kernels::decode_attention (every
-// position as its own query against the cache up to itself), the projections are OpenBLAS GEMMs.
-// What memtwin measures a KV format's cost in quality with; the reference it is held to is
-// llama.cpp running the same GGUF file (tests/unit/test_real_model.cpp).
+// writes them (DIR/model.json with the architecture and a tensor index, DIR/weights.f32), read
+// and checked, and handed to the serving engine as RealWeights (hw/real_weights.h): the engine's
+// forward pass runs it (hw/device_model.h), with every KV method it runs. What memtwin measures a
+// KV method's cost in quality with (hw/host/kv_quality_measure.h); the reference the engine is
+// held to on it is llama.cpp running the same GGUF file (tests/unit/test_real_model.cpp).
 //
 // The model: RMSNorm with learned weights before attention and MLP and at the end, rotary
 // position embedding in rotate-half form with the model's theta, grouped-query attention, SwiGLU
@@ -15,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/kv_format.h"
+#include "hw/real_weights.h"
 
 namespace memtwin::hw {
 
@@ -32,26 +31,20 @@ class RealModel {
   /// Reads DIR/model.json and DIR/weights.f32. Throws ScenarioError naming the file and key when
   /// a field is missing or wrong, or a tensor is absent, misshapen or beyond weights.f32.
   static RealModel load(const std::filesystem::path& dir);
+  RealModel(RealModel&&) = default;  // weights() points into the moved buffer, which stays where it is
+  RealModel& operator=(RealModel&&) = default;
+  RealModel(const RealModel&) = delete;
+  RealModel& operator=(const RealModel&) = delete;
 
   [[nodiscard]] const RealModelConfig& config() const { return config_; }
-
-  /// The next-token logits after each prefix of `tokens`: row t (vocab floats) follows
-  /// tokens[0..t]. The KV cache holds K and V in `format` (format.head_dim must be the model's).
-  /// Where `attention_seconds` is given, the wall time of the decode-attention kernel calls (every
-  /// layer) is added to it. Throws std::invalid_argument for a token id outside the vocabulary.
-  [[nodiscard]] std::vector<float> logits(const std::vector<int>& tokens, kernels::KvFormat format,
-                                          double* attention_seconds = nullptr) const;
+  /// The weights as the serving engine takes them (pointing into this object).
+  [[nodiscard]] const RealWeights& weights() const { return real_; }
 
  private:
-  struct Layer {
-    const float *attn_norm, *q, *k, *v, *o, *ffn_norm, *gate, *up, *down;
-  };
+  RealModel() = default;
   RealModelConfig config_;
   std::vector<float> weights_;
-  const float* embeddings_ = nullptr;  ///< [vocab, hidden]
-  const float* output_norm_ = nullptr;
-  const float* output_ = nullptr;      ///< [vocab, hidden]: the embeddings when tied
-  std::vector<Layer> layers_;
+  RealWeights real_;  ///< pointers into weights_
 };
 
 }  // namespace memtwin::hw

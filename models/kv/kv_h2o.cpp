@@ -42,6 +42,10 @@ const KvMethod& h2o_method() {
                      .default_value = "0.1", .min = 0, .max = 1}};
     m.storage = KvStorage::vectors;
     m.selection = KvSelection::accumulated_scores;
+    m.quality_variants = [](int, double budget) -> std::vector<KvQualityVariant> {  // heavy hitters and recent tokens alike
+      const std::string half = std::to_string(budget / 2);
+      return {{budget_label(budget), {"compression.heavy_ratio=" + half, "compression.recent_ratio=" + half}}};
+    };
     m.read = [](const KvParameterReader& r, CompressionSpec& c) {
       c.bits = 16;
       c.heavy_ratio = r.number("heavy_ratio");

@@ -20,6 +20,9 @@ KvMethod int_groups(KvCompression id) {
   m.selection = KvSelection::all;
   const std::string name(m.name());
   m.kernel_formats = {{name, name + " KV cache"}};
+  m.quality_variants = [](int, double) -> std::vector<KvQualityVariant> {
+    return {{"groups of 32 channels", {"compression.group_size=32"}}};
+  };
   m.read = [](const KvParameterReader& r, CompressionSpec& c) {
     c.bits = Bits;
     c.group_size = r.integer("group_size");

@@ -22,6 +22,11 @@ const KvMethod& kivi_method() {
     m.kernel_formats = {{"kivi2", "kivi2 cache's quantised groups"},
                         {"kivi4", "kivi4 cache's quantised groups"},
                         {"kivi_fp16", "KIVI cache's fp16 residual", false}};
+    // A residual of one group, so that the groups hold most of a short text's tokens.
+    m.quality_variants = [](int, double) -> std::vector<KvQualityVariant> {
+      return {{"4 bits, residual 32", {"compression.bits=4", "compression.group_size=32", "compression.residual=32"}},
+              {"2 bits, residual 32", {"compression.bits=2", "compression.group_size=32", "compression.residual=32"}}};
+    };
     m.read = [](const KvParameterReader& r, CompressionSpec& c) {
       c.bits = r.integer("bits");
       if (c.bits != 2 && c.bits != 4) r.fail("bits", "KIVI uses 2 or 4 bits");

@@ -59,6 +59,13 @@ struct KvKernelFormat {
 
 class KvParameterReader;
 
+/// One setting of a method that `memtwin quality` measures by default: how it is labelled and
+/// its keys under inference.kv_cache, as --set writes them (e.g. "compression.bits=4").
+struct KvQualityVariant {
+  std::string label;
+  std::vector<std::string> settings;
+};
+
 struct KvMethod {
   KvCompression id = KvCompression::none;
   std::string summary;  ///< what the method keeps and how, with its source
@@ -74,6 +81,10 @@ struct KvMethod {
   void (*read)(const KvParameterReader& reader, CompressionSpec& spec) = nullptr;
   /// The size model for `shape`, one GPU's share of the cache.
   std::unique_ptr<KvCompressor> (*make)(const CompressionSpec& spec, const KvShape& shape) = nullptr;
+  /// What `memtwin quality` measures of it by default, for prompts of `prompt` tokens: a method
+  /// that keeps fewer tokens keeps `budget` of the prompt's (a share); one that keeps every token
+  /// ignores it. Null for a method the serving engine does not run.
+  std::vector<KvQualityVariant> (*quality_variants)(int prompt, double budget) = nullptr;
 
   [[nodiscard]] std::string_view name() const { return kKvCompressionNames.name(id); }
   [[nodiscard]] bool quantizes() const { return storage != KvStorage::vectors; }

@@ -24,4 +24,11 @@ KvParameter pooling_kernel_parameter();
 /// Reads the SnapKV family's window, budget and pooling, and checks the budget exceeds the window.
 void read_prompt_vote(const KvParameterReader& r, CompressionSpec& c);
 
+/// What `memtwin quality` keeps of a prompt at a budget (a share of its tokens): at least `least`
+/// tokens; the budget's label ("20% of the prompt"); the SnapKV family's variant (its window at
+/// most half the budget).
+int budget_tokens(int prompt, double budget, int least);
+std::string budget_label(double budget);
+std::vector<KvQualityVariant> prompt_vote_variants(int prompt, double budget);
+
 }  // namespace memtwin::kv_methods_detail

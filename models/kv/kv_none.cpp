@@ -25,6 +25,9 @@ const KvMethod& none_method() {
     // The vectors' formats: every method that keeps uncompressed tokens reads its cache in these.
     m.kernel_formats = {{"fp16", "fp16 KV cache"}, {"fp8", "fp8 KV cache"}};
     m.read = [](const KvParameterReader&, CompressionSpec& c) { c.bits = 16; };
+    m.quality_variants = [](int, double) -> std::vector<KvQualityVariant> {
+      return {{"fp16", {"dtype=fp16"}}, {"fp8 (e4m3, scale 1)", {"dtype=fp8"}}};
+    };
     m.make = [](const CompressionSpec&, const KvShape& shape) -> std::unique_ptr<KvCompressor> {
       return std::make_unique<FullPrecisionKv>(shape);
     };

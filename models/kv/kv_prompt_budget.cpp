@@ -55,6 +55,18 @@ KvParameter pooling_kernel_parameter() {
   return {.key = "pooling_kernel", .meaning = "score pooling width", .default_value = "7", .min = 1};
 }
 
+int budget_tokens(int prompt, double budget, int least) {
+  return std::max(least, static_cast<int>(std::lround(budget * prompt)));
+}
+
+std::string budget_label(double budget) { return std::to_string(std::lround(budget * 100)) + "% of the prompt"; }
+
+std::vector<KvQualityVariant> prompt_vote_variants(int prompt, double budget) {
+  const int keep = budget_tokens(prompt, budget, 2);
+  return {{budget_label(budget),
+           {"compression.budget=" + std::to_string(keep), "compression.window=" + std::to_string(std::min(32, keep / 2))}}};
+}
+
 void read_prompt_vote(const KvParameterReader& r, CompressionSpec& c) {
   c.bits = 16;
   c.window = r.integer("window");

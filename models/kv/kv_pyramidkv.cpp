@@ -31,6 +31,7 @@ const KvMethod& pyramidkv_method() {
     m.storage = KvStorage::vectors;
     m.selection = KvSelection::prompt_vote;
     m.per_layer_budgets = true;
+    m.quality_variants = prompt_vote_variants;
     m.read = [](const KvParameterReader& r, CompressionSpec& c) {
       read_prompt_vote(r, c);
       c.beta = r.number("beta");

@@ -16,6 +16,7 @@ const KvMethod& snapkv_method() {
     m.storage = KvStorage::vectors;
     m.selection = KvSelection::prompt_vote;
     m.read = read_prompt_vote;
+    m.quality_variants = prompt_vote_variants;
     m.make = [](const CompressionSpec& c, const KvShape& shape) -> std::unique_ptr<KvCompressor> {
       return std::make_unique<PromptBudgetKv>("snapkv", shape, std::vector<double>(shape.layers, c.budget));
     };

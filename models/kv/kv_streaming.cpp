@@ -28,6 +28,11 @@ const KvMethod& streaming_method() {
                     {.key = "window", .meaning = "recent window", .default_value = "1020", .default_in_schema = false, .min = 1}};
     m.storage = KvStorage::vectors;
     m.selection = KvSelection::sinks_and_window;
+    m.quality_variants = [](int prompt, double budget) -> std::vector<KvQualityVariant> {
+      const int keep = budget_tokens(prompt, budget, 2), sinks = std::min(4, keep - 1);
+      return {{budget_label(budget),
+               {"compression.sinks=" + std::to_string(sinks), "compression.window=" + std::to_string(keep - sinks)}}};
+    };
     m.read = [](const KvParameterReader& r, CompressionSpec& c) {
       c.bits = 16;
       c.sinks = r.integer("sinks");

@@ -1,6 +1,7 @@
-// The real model on the host (hw/host/real_model.h): its file's checks, and its logits against
-// llama.cpp's on the same GGUF file (tests/data/real_model/llama_cpp_logits.json, written by
-// `scripts/real-model.sh --reference`; `scripts/dev.sh test` installs and converts the model).
+// The real model on the host (hw/host/real_model.h): its file's checks, the serving engine's logits
+// with it against llama.cpp's on the same GGUF file (tests/data/real_model/llama_cpp_logits.json,
+// written by `scripts/real-model.sh --reference`; `scripts/dev.sh test` installs and converts the
+// model), and what each KV method costs in quality on it (hw/host/kv_quality_measure.h).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -13,7 +14,9 @@
 #include "hw/host/bpe_tokenizer.h"
 #include "hw/host/kv_quality_measure.h"
 #include "hw/host/real_model.h"
+#include "models/kv/kv_method.h"
 #include "models/scenario/scenario_error.h"
+#include "models/scenario_loader.h"
 #include "tests/test_support.h"
 
 namespace {
@@ -25,6 +28,11 @@ const std::filesystem::path kModelDir = std::filesystem::path(MEMTWIN_BUILD_DIR)
 nlohmann::json reference() {
   std::ifstream in(std::filesystem::path(MEMTWIN_SOURCE_DIR) / "tests/data/real_model/llama_cpp_logits.json");
   return nlohmann::json::parse(in);
+}
+
+// The serving scenario the real model runs in, with settings (as --set writes them).
+memtwin::Scenario engine(const std::vector<std::string>& settings = {}) {
+  return memtwin::load_scenario_file(memtwin::test::source_path("scenarios/quality/smollm2-135m.yaml"), settings).scenario;
 }
 
 double logsumexp(const float* row, int n) {
@@ -63,15 +71,31 @@ TEST_CASE("[validation] SmolLM2-135M on the host with an fp16 KV cache gives lla
   // several units. The bounds sit just above the measured figures.
   constexpr double kLogitWorst = 1.25, kLogitMean = 0.25, kLogProbWorst = 0.8, kLogProbMean = 0.15;
   constexpr double kDecisiveMargin = 0.25;  // top-1 must agree where llama.cpp's top two differ by more
-  memtwin::kernels::KvFormat fp16;
-  fp16.element = memtwin::kernels::KvElement::fp16;
-  fp16.head_dim = c.head_dim;
-  double worst = 0, worst_log_prob = 0, sum = 0, sum_log_prob = 0;
-  int positions = 0, compared = 0;
+  constexpr double kPathsWorst = 0.05;
+  // The serving engine with its fp16 cache, each prompt fed token by token after its first (every
+  // position a decode step: its logits are the ones after it), and once more with the prompt
+  // prefilled whole (the prompt's causal attention, then its last position's logits).
+  std::vector<memtwin::hw::QualityText> decoded, prefilled;
   for (const auto& prompt : ref.at("prompts")) {
+    auto tokens = prompt.at("tokens").get<std::vector<int>>();
+    const int n = static_cast<int>(tokens.size());
+    tokens.push_back(0);  // scored after the last position, never fed
+    decoded.push_back({tokens, 1, false});
+    prefilled.push_back({tokens, n, false});
+  }
+  const auto by_decode = memtwin::hw::run_real_model(engine(), model, decoded);
+  const auto by_prefill = memtwin::hw::run_real_model(engine(), model, prefilled);
+  double worst = 0, worst_log_prob = 0, sum = 0, sum_log_prob = 0, worst_paths = 0;
+  int positions = 0, compared = 0;
+  for (std::size_t p = 0; p < decoded.size(); ++p) {
+    const auto& prompt = ref.at("prompts")[p];
     const auto tokens = prompt.at("tokens").get<std::vector<int>>();
-    const std::vector<float> logits = model.logits(tokens, fp16);
+    const std::vector<float>& logits = by_decode.logits[p];
     REQUIRE(logits.size() == tokens.size() * static_cast<std::size_t>(c.vocab));
+    // The last position by both paths: decode attention over the fp16 cache, prefill attention
+    // over the fresh fp32 K and V; they differ by the cache's rounding only.
+    const float* last = logits.data() + (tokens.size() - 1) * c.vocab;
+    for (int v = 0; v < c.vocab; ++v) worst_paths = std::max(worst_paths, static_cast<double>(std::abs(last[v] - by_prefill.logits[p][v])));
     for (std::size_t t = 0; t < tokens.size(); ++t) {
       const auto& expected = prompt.at("positions")[t];
       const float* row = logits.data() + t * c.vocab;
@@ -97,14 +121,18 @@ TEST_CASE("[validation] SmolLM2-135M on the host with an fp16 KV cache gives lla
   }
   CHECK(positions == 49);
   INFO("logits: largest difference " << worst << ", mean " << sum / compared << "; log-probabilities: largest "
-                                     << worst_log_prob << ", mean " << sum_log_prob / compared);
+                                     << worst_log_prob << ", mean " << sum_log_prob / compared << "; decode and prefill paths: largest "
+                                     << worst_paths);
+  CHECK(worst_paths < kPathsWorst);
   CHECK(worst < kLogitWorst);
   CHECK(sum / compared < kLogitMean);
   CHECK(worst_log_prob < kLogProbWorst);
   CHECK(sum_log_prob / compared < kLogProbMean);
 }
 
-TEST_CASE("[validation] SmolLM2-135M's perplexity grows as its KV cache loses bits", "[validation][real-model]") {
+TEST_CASE("[validation] on SmolLM2-135M each KV method costs what it should: fewer bits lose more, KIVI's keys beat "
+          "per-token int4, eviction loses a fact the full cache keeps",
+          "[validation][real-model]") {
   if (!std::filesystem::exists(kModelDir / "tokenizer.json")) {
     FAIL("no converted model at " << kModelDir << ": run scripts/real-model.sh (scripts/dev.sh test does)");
   }
@@ -113,32 +141,39 @@ TEST_CASE("[validation] SmolLM2-135M's perplexity grows as its KV cache loses bi
   std::ifstream in(std::filesystem::path(MEMTWIN_SOURCE_DIR) / "data/corpus/coriolanus-act1.txt", std::ios::binary);
   const std::string text((std::istreambuf_iterator<char>(in)), {});
   const std::vector<int> ids = tokenizer.encode(text);
-  // Two windows of 256 tokens of the corpus (510 predicted tokens; a few seconds per format here).
-  std::vector<std::vector<int>> texts;
-  for (int w = 0; w < 2; ++w) texts.emplace_back(ids.begin() + w * 256, ids.begin() + (w + 1) * 256);
-  auto format = [&](memtwin::kernels::KvElement element) {
-    memtwin::kernels::KvFormat f;
-    f.element = element;
-    f.head_dim = model.config().head_dim;
-    f.group = 32;  // per token and KV head, groups of 32 channels (two per head), as the serving engine stores them
-    return f;
+  // Two corpus texts (128-token prompts, 32 scored tokens each) and two retrieval probes of 128
+  // tokens; a few seconds per method here.
+  std::vector<memtwin::hw::QualityText> texts;
+  for (int w = 0; w < 2; ++w) texts.push_back({std::vector<int>(ids.begin() + w * 160, ids.begin() + (w + 1) * 160), 128, false});
+  const std::vector<int> filler(ids.begin() + 320, ids.end());
+  for (int p = 0; p < 2; ++p) texts.push_back(memtwin::hw::retrieval_probe(tokenizer, filler, 128, p));
+  auto method = [](const std::string& name, std::vector<std::string> settings) {
+    settings.insert(settings.begin(), "inference.kv_cache.compression.method=" + name);
+    return engine(settings);
   };
-  using memtwin::kernels::KvElement;
-  const auto fp16 = format(KvElement::fp16);
+  const std::string groups = "inference.kv_cache.compression.group_size=32";  // 32 channels per token; KIVI: 32 tokens per key group
   const auto measured = memtwin::hw::measure_kv_quality(
-      model, texts, {fp16, format(KvElement::int8), format(KvElement::int4), format(KvElement::int2)}, fp16);
-  const auto &same = measured[0], &int8 = measured[1], &int4 = measured[2], &int2 = measured[3];
-  INFO("fp16 perplexity " << same.perplexity << "; int8 " << int8.perplexity << " (KL " << int8.kl << "), int4 "
-                          << int4.perplexity << " (KL " << int4.kl << "), int2 " << int2.perplexity << " (KL " << int2.kl << ")");
-  CHECK(same.positions == 510);
+      model,
+      {engine(), method("int8", {groups}), method("int4", {groups}), method("int2", {groups}),
+       method("kivi", {"inference.kv_cache.compression.bits=4", groups, "inference.kv_cache.compression.residual=32"}),
+       method("streaming", {"inference.kv_cache.compression.sinks=4", "inference.kv_cache.compression.window=22"})},
+      engine(), texts);
+  const auto &same = measured[0], &int8 = measured[1], &int4 = measured[2], &int2 = measured[3], &kivi4 = measured[4],
+             &streaming = measured[5];
+  INFO("fp16 perplexity " << same.perplexity << "; int8 " << int8.perplexity << " (KL " << int8.kl << "), int4 " << int4.perplexity
+                          << " (KL " << int4.kl << "), int2 " << int2.perplexity << " (KL " << int2.kl << "), KIVI-4 "
+                          << kivi4.perplexity << " (KL " << kivi4.kl << "); retrieval: fp16 " << same.retrieval << ", StreamingLLM "
+                          << streaming.retrieval);
+  CHECK(same.positions == 64);
   // The reference against itself: the same bits, so exactly nothing lost.
   CHECK(same.perplexity_delta == 0.0);
   CHECK(same.kl == 0.0);
   CHECK(same.token_agreement == 1.0);
-  for (const auto& m : {same, int8, int4, int2}) {
+  for (const auto& m : measured) {
     CHECK(std::isfinite(m.perplexity));
     CHECK(m.perplexity > 1);
     CHECK(m.reference_perplexity == same.perplexity);
+    CHECK(m.tpot_s > 0);  // measured: only its sign is certain
   }
   // Fewer bits, more lost: in perplexity, in divergence and in agreement.
   CHECK(std::abs(int8.perplexity_delta) < int4.perplexity_delta);
@@ -147,6 +182,14 @@ TEST_CASE("[validation] SmolLM2-135M's perplexity grows as its KV cache loses bi
   CHECK(int4.kl < int2.kl);
   CHECK(int8.token_agreement >= int4.token_agreement);
   CHECK(int4.token_agreement > int2.token_agreement);
+  // KIVI-4 quantises keys per channel (their outlier channels get scales of their own) and keeps
+  // the newest tokens in fp16: at the same 4 bits it loses less than per-token int4.
+  CHECK(kivi4.perplexity_delta < int4.perplexity_delta);
+  CHECK(kivi4.kl < int4.kl);
+  // The full cache finds both pass codes; StreamingLLM keeping 20% of the prompt (4 sinks and the
+  // last 22 tokens) has dropped the sentence that held them.
+  CHECK(same.retrieval == 1.0);
+  CHECK(streaming.retrieval < same.retrieval);
 }
 
 TEST_CASE("[validation] the real model's tokenizer splits text as llama.cpp does", "[validation][real-model]") {
@@ -178,42 +221,55 @@ TEST_CASE("[validation] the real model's tokenizer splits text as llama.cpp does
   }
 }
 
-TEST_CASE("[validation] memtwin quality measures each KV format against fp16, and refuses what it cannot run",
+TEST_CASE("[validation] memtwin quality measures every method the engine runs against fp16, and refuses bad options",
           "[validation][real-model]") {
   if (!std::filesystem::exists(kModelDir / "tokenizer.json")) {
     FAIL("no converted model at " << kModelDir << ": run scripts/real-model.sh (scripts/dev.sh test does)");
   }
   using memtwin::test::run_memtwin;
-  const auto all = run_memtwin({"quality", "--windows", "1", "--window", "96", "--json"});
+  // The default set, as small as it goes: one 64-token prompt with 4 scored tokens, one probe.
+  const auto all = run_memtwin({"quality", "--prompt", "64", "--continuation", "4", "--windows", "1", "--probes", "1", "--budgets",
+                                "0.5", "--json"});
   REQUIRE(all.exit_code == 0);
   const auto doc = nlohmann::json::parse(all.out);
+  CHECK(doc.at("schema") == "memtwin.quality/2");
+  CHECK(doc.at("texts").at("positions") == 4);
   const auto& methods = doc.at("quality").at("methods");
-  REQUIRE(methods.size() == 5);
-  CHECK(doc.at("corpus").at("positions") == 95);
-  CHECK(methods[0].at("cache") == "fp16");
+  std::vector<std::string> names;
+  for (const auto& m : methods) {
+    names.push_back(m.at("method").get<std::string>());
+    CHECK(std::isfinite(m.at("perplexity").get<double>()));
+    CHECK(m.at("tpot_s").get<double>() > 0);  // measured: only its sign is certain
+    const double retrieval = m.at("retrieval").get<double>();
+    CHECK((retrieval == 0.0 || retrieval == 1.0));  // one probe: answered or not
+  }
+  // Every method whose descriptor says the engine runs it, the evicting ones at the budget asked.
+  for (const auto* method : memtwin::kv_methods()) {
+    const auto count = std::count(names.begin(), names.end(), std::string(method->name()));
+    if (method->runs_on_devices()) CHECK(count >= 1);
+    else CHECK(count == 0);
+    if (method->selection != memtwin::KvSelection::all) {
+      for (const auto& m : methods)
+        if (m.at("method") == method->name()) CHECK(m.at("budget").get<double>() == 0.5);
+    }
+  }
+  CHECK(methods[0].at("variant") == "fp16");
   CHECK(methods[0].at("perplexity_delta").get<double>() == 0.0);
   CHECK(methods[0].at("kv_bytes_per_token").get<double>() == 2.0 * 64 * 2 * 3 * 30);  // fp16 K and V, 3 KV heads, 30 layers
-  for (const auto& m : methods) {
-    CHECK(std::isfinite(m.at("perplexity").get<double>()));
-    CHECK(m.at("attention_s_per_token").get<double>() > 0);  // measured: only its sign is certain
-  }
-  CHECK(methods[4].at("method") == "int2");
-  CHECK(methods[4].at("kl").get<double>() > methods[3].at("kl").get<double>());  // int2 loses more than int4
-  // A scenario's own cache: int4 groups of the serving engine's format.
-  const auto int4 = run_memtwin({"quality", memtwin::test::source_path("scenarios/host/serve-int4-kv.yaml"), "--windows", "1",
-                                 "--window", "96", "--json"});
-  REQUIRE(int4.exit_code == 0);
-  const auto one = nlohmann::json::parse(int4.out).at("quality").at("methods");
+  // A scenario's own cache: KIVI with the scenario's parameters.
+  const auto kivi = run_memtwin({"quality", memtwin::test::source_path("scenarios/host/serve-kivi-kv.yaml"), "--prompt", "64",
+                                 "--continuation", "4", "--windows", "1", "--probes", "0", "--json"});
+  REQUIRE(kivi.exit_code == 0);
+  const auto one = nlohmann::json::parse(kivi.out).at("quality").at("methods");
   REQUIRE(one.size() == 1);
-  CHECK(one[0].at("method") == "int4");
-  CHECK(one[0].at("perplexity") == methods[3].at("perplexity"));  // the same format, the same bits
-  // KIVI's per-channel keys and eviction are not run on the real model yet: said, exit 2.
-  const auto kivi = run_memtwin({"quality", memtwin::test::source_path("scenarios/host/serve-kivi-kv.yaml")});
-  CHECK(kivi.exit_code == 2);
-  CHECK_THAT(kivi.err, Catch::Contains("'kivi' groups keys per channel"));
-  const auto short_corpus = run_memtwin({"quality", "--windows", "1000"});
+  CHECK(one[0].at("method") == "kivi");
+  CHECK(one[0].at("retrieval").get<double>() == -1.0);  // no probes
+  const auto short_corpus = run_memtwin({"quality", "--windows", "40"});
   CHECK(short_corpus.exit_code == 2);
   CHECK_THAT(short_corpus.err, Catch::Contains("the corpus has 4714 tokens"));
+  const auto bad_budget = run_memtwin({"quality", "--budgets", "0.2,1.5"});
+  CHECK(bad_budget.exit_code == 2);
+  CHECK_THAT(bad_budget.err, Catch::Contains("--budgets takes shares of the prompt in (0, 1)"));
 }
 
 TEST_CASE("[unit] a real model's files are refused with the file and key when incomplete", "[unit][real-model]") {
