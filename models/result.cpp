@@ -32,6 +32,21 @@ nlohmann::ordered_json result_document(const LoadedScenario& loaded, const RunRe
   doc["workload"] = workload_name(loaded.scenario);
   doc["seed"] = loaded.scenario.seed;
   for (const auto& [key, value] : result.metrics.items()) doc[key] = value;
+  // The KV method's quality as measured on a real model (inference.kv_cache.quality): the same
+  // for every backend, so that plans can require it.
+  if (loaded.scenario.inference && loaded.scenario.inference->kv_cache.quality) {
+    const KvQualityMeasured& q = *loaded.scenario.inference->kv_cache.quality;
+    doc["quality"] = {{"method", q.method},
+                      {"variant", q.variant},
+                      {"measured_on", q.model},
+                      {"budget", q.budget},
+                      {"measured_budget", q.measured_budget},
+                      {"perplexity", q.perplexity},
+                      {"perplexity_delta", q.perplexity_delta},
+                      {"kl", q.kl},
+                      {"token_agreement", q.token_agreement},
+                      {"retrieval", q.retrieval}};
+  }
   doc["notes"] = result.notes;
   doc["input"] = loaded.resolved;
   return doc;

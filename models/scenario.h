@@ -301,10 +301,22 @@ struct CompressionSpec {
   double beta = 20;   ///< ratio between the shallowest and deepest layer budgets (models/kv says which methods read each)
 };
 
+/// What `memtwin quality` measured of this scenario's KV method on a real model
+/// (inference.kv_cache.quality: the entry of its document that matches the method, its bits, and
+/// for a method that keeps fewer tokens the nearest budget).
+struct KvQualityMeasured {
+  std::string file, model, method, variant;
+  double budget = 1;           ///< the share of the prompt the scenario's method keeps (1: every token)
+  double measured_budget = 1;  ///< the share the measurement kept
+  double perplexity = 0, perplexity_delta = 0, kl = 0, token_agreement = 0;
+  double retrieval = -1;  ///< share of retrieval probes answered; -1: none were run
+};
+
 struct KvCacheSpec {
   KvDtype dtype = KvDtype::bf16;
   std::optional<Bytes> memory;  ///< explicit KV pool per GPU instead of the engine's rule
   CompressionSpec compression;
+  std::optional<KvQualityMeasured> quality;
 };
 
 struct TierSpec {

@@ -157,6 +157,8 @@ void declare_inference(Table& t) {
   t.add("inference.weights.group_size", K::integer, "128", "quantisation group (awq_int4)").at_least(1);
   t.add("inference.kv_cache.dtype", K::choice, "bf16", "KV element type before compression").choices(names(kKvDtypeNames));
   t.add("inference.kv_cache.memory", K::bytes, none, "explicit KV pool per GPU instead of the engine's rule").above(0);
+  t.add("inference.kv_cache.quality", K::path, none,
+        "a `memtwin quality --json` document: the result carries this KV method's measured quality");
   t.add("inference.kv_cache.compression.method", K::choice, "none", "KV compression").choices(names(kKvCompressionNames));
   for (ParamSpec& p : kv_compression_schema()) t.add(std::move(p));  // each method's parameters
   t.add("inference.tiers.host_memory", K::bytes, none, "host DRAM per node for spilled KV").above(0);

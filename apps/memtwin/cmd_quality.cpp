@@ -186,7 +186,9 @@ int cmd_quality(const Args& args) {
     nlohmann::ordered_json methods = nlohmann::ordered_json::array();
     for (std::size_t i = 0; i < candidates.size(); ++i) {
       const hw::KvQualityMeasure& q = measured[i];
+      const KvCacheSpec& kv = candidates[i].scenario.inference->kv_cache;
       methods.push_back({{"method", candidates[i].method}, {"variant", candidates[i].variant}, {"budget", candidates[i].budget},
+                         {"bits", kv.compression.bits}, {"dtype", std::string(kKvDtypeNames.name(kv.dtype))},
                          {"kv_bytes_per_token", bytes_per_token(candidates[i].scenario)}, {"perplexity", q.perplexity},
                          {"perplexity_delta", q.perplexity_delta}, {"kl", q.kl}, {"token_agreement", q.token_agreement},
                          {"retrieval", q.retrieval}, {"tpot_s", q.tpot_s}, {"seconds", q.seconds}});

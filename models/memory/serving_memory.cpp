@@ -17,16 +17,6 @@ Bytes ceil_nonnegative_bytes(double b) { return Bytes(static_cast<std::int64_t>(
 
 double kv_element_bytes(KvDtype d) { return d == KvDtype::fp8 ? 1 : 2; }
 
-double mean_length(const LengthDistribution& d, double fallback) {
-  switch (d.dist) {
-    case LengthDist::fixed: return d.value;
-    case LengthDist::uniform: return (d.min + d.max) / 2;
-    case LengthDist::normal:
-    case LengthDist::lognormal: return d.max > 0 ? std::min(d.mean, d.max) : d.mean;
-    case LengthDist::empirical: return fallback;
-  }
-  return fallback;
-}
 
 // Bytes of the unquantised tensors (embeddings, norms, activations): 16-bit, or 32 for fp32 models.
 double dense_element_bytes(WeightDtype dtype) { return dtype == WeightDtype::fp32 ? 4 : 2; }
@@ -85,6 +75,17 @@ double profile_activation_bytes(const Scenario& s) {
 }
 
 }  // namespace
+
+double mean_length(const LengthDistribution& d, double fallback) {
+  switch (d.dist) {
+    case LengthDist::fixed: return d.value;
+    case LengthDist::uniform: return (d.min + d.max) / 2;
+    case LengthDist::normal:
+    case LengthDist::lognormal: return d.max > 0 ? std::min(d.mean, d.max) : d.mean;
+    case LengthDist::empirical: return fallback;
+  }
+  return fallback;
+}
 
 double linear_weight_bytes(WeightDtype dtype, int group_size, double in_features) {
   switch (dtype) {

@@ -40,6 +40,9 @@ double linear_weight_bytes(WeightDtype dtype, int group_size, double in_features
 
 /// The KV layout of one GPU of the scenario's serving replica.
 KvShape serving_kv_shape(const Scenario& scenario);
+/// A length distribution's mean (clipped to its maximum); `fallback` for an empirical file, which
+/// is read later.
+double mean_length(const LengthDistribution& d, double fallback);
 
 ServingMemory serving_memory(const Scenario& scenario);
 

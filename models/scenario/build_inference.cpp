@@ -4,6 +4,8 @@
 #include <string>
 
 #include "models/kv/kv_method.h"
+#include "models/memory/serving_memory.h"
+#include "models/scenario/kv_quality_file.h"
 #include "models/scenario/did_you_mean.h"
 #include "models/scenario_loader.h"
 #include "models/serving/disaggregation.h"
@@ -250,6 +252,18 @@ Inference build_inference(const ParamValues& v, const Cluster& cluster, const Mo
   if (v.given("inference.slo.ttft_p99")) inf.slo.ttft_p99 = v.duration("inference.slo.ttft_p99");
   if (v.given("inference.slo.tpot_p99")) inf.slo.tpot_p99 = v.duration("inference.slo.tpot_p99");
   if (v.given("inference.slo.e2e_p99")) inf.slo.e2e_p99 = v.duration("inference.slo.e2e_p99");
+  if (v.given("inference.kv_cache.quality")) {
+    // The share of a typical prompt the method keeps: what an evicting method's measurement is
+    // matched on.
+    double share = 1;
+    if (kv_method(inf.kv_cache.compression.method).selection != KvSelection::all) {
+      const double prompt = std::max(1.0, mean_length(inf.workload.prompt_tokens, inf.serving.max_model_len / 2.0));
+      const KvShape shape{model.layers, model.kv_heads, model.head_dim, 2, 0};
+      const auto kept = make_kv_compressor(inf.kv_cache.compression, shape)->kept_tokens(static_cast<std::int64_t>(prompt), 0);
+      share = std::min(1.0, static_cast<double>(kept) / prompt);
+    }
+    inf.kv_cache.quality = read_kv_quality(v.text("inference.kv_cache.quality"), inf.kv_cache, share, v);
+  }
   return inf;
 }
 
