@@ -369,6 +369,42 @@ def latency_cdf_compare(predicted_rows, measured_rows):
     return fig
 
 
+def pareto_front(points):
+    """Indices of the points no other point beats in both coordinates (lower is better in each),
+    ordered by the first coordinate."""
+    order = sorted(range(len(points)), key=lambda i: (points[i][0], points[i][1]))
+    front, best = [], float("inf")
+    for i in order:
+        if points[i][1] < best:
+            front.append(i)
+            best = points[i][1]
+    return front
+
+
+def quality_pareto(doc):
+    """A `memtwin quality` document: each method's KL divergence from the fp16 cache against its KV
+    bytes per token and against its time per output token, the Pareto frontier of each joined
+    (fewer bytes or less time and less divergence is better)."""
+    methods = doc["quality"]["methods"]
+    labels = [f"{m['method']} {m['variant']}" for m in methods]
+    kl = [max(m["kl"], 0.0) for m in methods]
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5.2))
+    for ax, key, scale, xlabel in ((axes[0], "kv_bytes_per_token", 1 / 1024, "KV cache, KiB per token"),
+                                   (axes[1], "tpot_s", 1e3, "time per output token, ms (measured)")):
+        xs = [m[key] * scale for m in methods]
+        front = pareto_front(list(zip(xs, kl)))
+        for i, (x, y) in enumerate(zip(xs, kl)):
+            ax.scatter([x], [y], color="tab:blue" if i in front else "tab:gray", zorder=3)
+            ax.annotate(labels[i], (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
+        ax.plot([xs[i] for i in front], [kl[i] for i in front], color="tab:blue", drawstyle="steps-post", label="Pareto frontier")
+        ax.set_yscale("symlog", linthresh=1e-4)
+        _finish(fig, ax, xlabel, "KL divergence from fp16, nats", "", legend=True)
+    model = doc.get("model", {}).get("name", "")
+    fig.suptitle(f"{model}: quality against memory and time")
+    fig.tight_layout()
+    return fig
+
+
 def _lookup(doc, path):
     node = doc
     for part in path.split("."):

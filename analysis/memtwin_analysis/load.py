@@ -14,6 +14,16 @@ def result(path):
     return doc
 
 
+def quality(path):
+    """A memtwin.quality/2 document (a `memtwin quality --json` capture), else None."""
+    with open(path) as f:
+        try:
+            doc = json.load(f)
+        except ValueError:
+            return None
+    return doc if isinstance(doc, dict) and doc.get("schema") == "memtwin.quality/2" else None
+
+
 def validation(path):
     """A memtwin.validation/1 document (validation.json, or a `memtwin validate --json` capture)."""
     with open(path) as f:

@@ -1,5 +1,5 @@
-"""One self-contained HTML report (images embedded) for a run directory, a result file, a sweep, a plan
-or a validation (predicted against measured)."""
+"""One self-contained HTML report (images embedded) for a run directory, a result file, a sweep, a plan,
+a validation (predicted against measured) or a KV-quality measurement (`memtwin quality --json`)."""
 import base64
 import html
 import io
@@ -56,6 +56,14 @@ def _figures_for(path):
                 shown.append(("load-curve", "Throughput and p99 latency against offered load", _png(figures.load_curve(samples))))
         ok = sum(1 for p in points if p.get("status") == "ok")
         return "Sweep", {"points": len(points), "fit": ok, "metric": metric}, shown
+    quality = load.quality(path) if os.path.isfile(path) else None
+    if quality:
+        ref = quality["reference"]
+        shown = [("quality-pareto", "KL divergence from the fp16 cache against KV bytes per token and time per output token; "
+                  "blue: the Pareto frontier", _png(figures.quality_pareto(quality)))]
+        return (f"KV methods' quality on {quality['model']['name']}",
+                {"reference perplexity": ref["perplexity"], "probes answered (reference)": ref["retrieval"],
+                 "scored tokens": quality["texts"]["positions"], "methods": len(quality["quality"]["methods"])}, shown)
     directory, result_file = (path, os.path.join(path, "result.json")) if os.path.isdir(path) else (os.path.dirname(path), path)
     doc = load.result(result_file)
     if doc.get("schema") == "memtwin.plan/1":

@@ -54,3 +54,21 @@ def test_memory_timeline_says_why_the_summary_peak_is_higher():
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert "summary's peak 64.0 GiB (+4.0 GiB fragmentation)" in labels
     assert "peak 60.0 GiB" in labels
+
+
+def test_quality_pareto_joins_the_methods_nothing_beats():
+    # Lower is better in both coordinates: (3, 3) is beaten by (2, 2); (1, 5) and (4, 1) are not.
+    assert figures.pareto_front([(2, 2), (3, 3), (1, 5), (4, 1)]) == [2, 0, 3]
+    import json
+    with open(pathlib.Path(os.environ["MEMTWIN_SOURCE_DIR"]) / "data/quality/smollm2-135m.json") as f:
+        doc = json.load(f)
+    fig = figures.quality_pareto(doc)
+    memory = fig.axes[0]
+    frontier = next(l for l in memory.get_lines() if l.get_label() == "Pareto frontier")
+    on_front = {round(x, 3) for x in frontier.get_xdata()}
+    bytes_of = {f"{m['method']} {m['variant']}": round(m["kv_bytes_per_token"] / 1024, 3) for m in doc["quality"]["methods"]}
+    # The fp16 cache (nothing lost), int8 and KIVI-4 are on it; fp8 (more bytes than int8, more
+    # divergence) and int2 (more divergence than cheaper evictions) are not.
+    assert {bytes_of["none fp16"], bytes_of["int8 groups of 32 channels"], bytes_of["kivi 4 bits, residual 32"]} <= on_front
+    assert bytes_of["none fp8 (e4m3, scale 1)"] not in on_front
+    assert bytes_of["int2 groups of 32 channels"] not in on_front

@@ -16,7 +16,8 @@ int cmd_report(const Args& args) {
                  "One self-contained HTML file (images embedded) for a run directory (memtwin run --out DIR),\n"
                  "a result JSON file, a sweep directory (memtwin sweep --out DIR) or a plan (memtwin plan --json\n"
                  "capture; its rate search as a load curve) or a validation (memtwin validate --out DIR, or its\n"
-                 "validation.json: errors per metric, both sides' memory or latency). Needs python3 with\n"
+                 "validation.json: errors per metric, both sides' memory or latency) or a KV-quality measurement\n"
+                 "(memtwin quality --json capture: quality against bytes and time per token). Needs python3 with\n"
                  "matplotlib (scripts/dev.sh installs Debian's python3-matplotlib); MEMTWIN_PYTHON picks the\n"
                  "interpreter.\n";
     return args.empty() ? kBadInput : kOk;
