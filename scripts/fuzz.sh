@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Fuzzes every reader memtwin has with libFuzzer, under AddressSanitizer + UndefinedBehaviorSanitizer:
 # the scenario loader, calibration files, HuggingFace config.json, request traces (and length files),
-# .npy and .safetensors KV tensors. Each starts from its seeds (the examples and the bad-input
+# .npy and .safetensors KV tensors, KV-quality documents, the real model's model.json and tokenizer.json. Each starts from its seeds (the examples and the bad-input
 # corpus under tests/); an input that crashes, trips a sanitizer, takes over 10 s or allocates over
 # 1 GB is a failure, saved under build-sanitize/fuzz-crashes/READER/.
 #   scripts/fuzz.sh SECONDS [READER...]    each reader (or those named) for SECONDS (a long run;
 #                                          its figures go to docs/reliability.md)
 #   scripts/fuzz.sh --runs N [READER...]   each for N inputs from a fixed seed: the same inputs every time (CI)
-# Readers: scenario calibration hf_config trace npy safetensors.
+# Readers: scenario calibration hf_config trace npy safetensors quality model_json tokenizer.
 # Run through `scripts/dev.sh fuzz ...`, which builds the harnesses first. Exit 1 when any reader failed.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -19,7 +19,7 @@ case "${1:-}" in
   ''|-*) echo "$usage" >&2; exit 2 ;;
   *) budget=(-max_total_time="$1"); shift ;;
 esac
-all_readers=(scenario calibration hf_config trace npy safetensors)
+all_readers=(scenario calibration hf_config trace npy safetensors quality model_json tokenizer)
 readers=("$@")
 [ ${#readers[@]} -gt 0 ] || readers=("${all_readers[@]}")
 for r in "${readers[@]}"; do
@@ -35,6 +35,9 @@ seeds() {
     trace) find "$root/tests/bad_inputs/trace" "$root/tests/bad_inputs/lengths" -type f ;;
     npy) find "$root/tests/bad_inputs/kv" -name '*.npy' ;;
     safetensors) find "$root/tests/bad_inputs/kv" -name '*.safetensors' ;;
+    quality) find "$root/data/quality" "$root/tests/fuzz/seeds/quality" -name '*.json' ;;
+    model_json) find "$root/tests/fuzz/seeds/model_json" -name '*.json' ;;
+    tokenizer) find "$root/tests/fuzz/seeds/tokenizer" -name '*.json' ;;
   esac
 }
 

@@ -71,26 +71,29 @@ int cmd_quality(const Args& args) {
       ("continuation", po::value<int>()->default_value(64), "tokens scored after each corpus prompt")
       ("windows", po::value<int>()->default_value(2), "corpus texts, taken from the corpus's start")
       ("probes", po::value<int>()->default_value(4), "retrieval probes (a pass code at the start, asked for at the end)")
+      ("generate", po::value<int>()->default_value(32), "tokens generated greedily after each corpus prompt (0: none)")
       ("budgets", po::value<std::string>()->default_value("0.2,0.5"), "shares of the prompt the evicting methods keep")
       ("json", po::bool_switch(), "print JSON");
   po::positional_options_description positional;
   positional.add("scenario", 1);
   auto vm = parse_args(args, options, positional,
                        "usage: memtwin quality [SCENARIO] [--prompt N] [--continuation N] [--windows K] [--probes K]\n"
-                       "                       [--budgets 0.2,0.5] [--corpus FILE] [--json]\n\n"
+                       "                       [--generate N] [--budgets 0.2,0.5] [--corpus FILE] [--json]\n\n"
                        "Serves a real model (SmolLM2-135M on the host, installed by scripts/real-model.sh) with its KV\n"
                        "cache under each method: texts from a corpus and retrieval probes are prefilled, their\n"
-                       "continuations fed back token by token. Reports, against the fp16 cache: perplexity and its\n"
-                       "delta, mean KL divergence of the next-token distributions, agreement of the most likely next\n"
-                       "token, probes answered, KV bytes per token and the measured time per output token\n"
+                       "continuations fed back token by token, and greedy continuations of the same prompts generated.\n"
+                       "Reports, against the fp16 cache: perplexity and its delta, mean KL divergence of the next-token\n"
+                       "distributions, agreement of the most likely next token, agreement of the generated tokens,\n"
+                       "probes answered, KV bytes per token and the measured time per output token\n"
                        "(docs/real-model.md).");
   if (!vm) return kOk;
   const int prompt = (*vm)["prompt"].as<int>(), continuation = (*vm)["continuation"].as<int>();
-  const int windows = (*vm)["windows"].as<int>(), probes = (*vm)["probes"].as<int>();
+  const int windows = (*vm)["windows"].as<int>(), probes = (*vm)["probes"].as<int>(), generate = (*vm)["generate"].as<int>();
   if (prompt < 64 || prompt > 4096) throw UsageError("--prompt must be between 64 and 4096 tokens");
   if (continuation < 2 || continuation > 4096) throw UsageError("--continuation must be between 2 and 4096 tokens");
   if (windows < 1 || windows > 64) throw UsageError("--windows must be between 1 and 64");
   if (probes < 0 || probes > 64) throw UsageError("--probes must be between 0 and 64");
+  if (generate < 0 || generate > 4096) throw UsageError("--generate must be between 0 and 4096 tokens");
   const std::vector<double> budgets = parse_budgets((*vm)["budgets"].as<std::string>());
 
   const auto started = std::chrono::steady_clock::now();
@@ -116,6 +119,14 @@ int cmd_quality(const Args& args) {
   }
   const std::vector<int> filler(ids.begin() + windows * window, ids.end());
   for (int p = 0; p < probes; ++p) texts.push_back(hw::retrieval_probe(tokenizer, filler, prompt, p));
+  for (int w = 0; w < windows && generate > 0; ++w) {  // the corpus prompts again, continued greedily
+    hw::QualityText t;
+    t.tokens.assign(ids.begin() + w * window, ids.begin() + w * window + prompt);
+    t.tokens.resize(static_cast<std::size_t>(prompt + generate), 0);
+    t.prompt = prompt;
+    t.generate = true;
+    texts.push_back(std::move(t));
+  }
 
   // The engine's scenario, set to take every text in one batch, its workload the texts' shape
   // (what the memory model's bytes per token are for); then each candidate's KV cache on it.
@@ -180,7 +191,8 @@ int cmd_quality(const Args& args) {
     doc["model"] = {{"name", m.name}, {"layers", m.layers}, {"hidden", m.hidden}, {"heads", m.heads}, {"kv_heads", m.kv_heads},
                     {"head_dim", m.head_dim}, {"source_sha256", m.source_sha256}};
     doc["texts"] = {{"corpus", corpus},         {"corpus_tokens", ids.size()}, {"windows", windows}, {"prompt", prompt},
-                    {"continuation", continuation}, {"probes", probes},       {"positions", first.positions}};
+                    {"continuation", continuation}, {"probes", probes},       {"generated", generate},
+                    {"positions", first.positions}};
     doc["reference"] = {{"method", std::string(uncompressed.name())}, {"perplexity", first.reference_perplexity},
                         {"retrieval", first.reference_retrieval}};
     nlohmann::ordered_json methods = nlohmann::ordered_json::array();
@@ -191,23 +203,24 @@ int cmd_quality(const Args& args) {
                          {"bits", kv.compression.bits}, {"dtype", std::string(kKvDtypeNames.name(kv.dtype))},
                          {"kv_bytes_per_token", bytes_per_token(candidates[i].scenario)}, {"perplexity", q.perplexity},
                          {"perplexity_delta", q.perplexity_delta}, {"kl", q.kl}, {"token_agreement", q.token_agreement},
-                         {"retrieval", q.retrieval}, {"tpot_s", q.tpot_s}, {"seconds", q.seconds}});
+                         {"retrieval", q.retrieval}, {"generation_agreement", q.generation_agreement}, {"tpot_s", q.tpot_s},
+                         {"seconds", q.seconds}});
     }
     doc["quality"]["methods"] = methods;
     doc["seconds"] = seconds;
     std::cout << doc.dump(2) << "\n";
     return kOk;
   }
-  std::printf("%s served on the host: %d corpus texts (%d-token prompts, %zu scored tokens) and %d retrieval probes,\n"
-              "against the fp16 cache (perplexity %.3f, probes answered %.2f)\n\n",
-              m.name.c_str(), windows, prompt, first.positions, probes, first.reference_perplexity, first.reference_retrieval);
-  std::printf("%-10s %-22s %12s %11s %9s %9s %10s %10s %9s\n", "method", "variant", "bytes/token", "perplexity", "delta", "KL",
-              "agreement", "retrieval", "TPOT ms");
+  std::printf("%s served on the host: %d corpus texts (%d-token prompts, %zu scored tokens, %d generated after each) and %d\n"
+              "retrieval probes, against the fp16 cache (perplexity %.3f, probes answered %.2f)\n\n",
+              m.name.c_str(), windows, prompt, first.positions, generate, probes, first.reference_perplexity, first.reference_retrieval);
+  std::printf("%-10s %-22s %12s %11s %9s %9s %10s %10s %10s %9s\n", "method", "variant", "bytes/token", "perplexity", "delta", "KL",
+              "agreement", "generated", "retrieval", "TPOT ms");
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     const hw::KvQualityMeasure& q = measured[i];
-    std::printf("%-10s %-22s %12.0f %11.3f %+9.3f %9.4f %10.3f %10.2f %9.1f\n", candidates[i].method.c_str(),
+    std::printf("%-10s %-22s %12.0f %11.3f %+9.3f %9.4f %10.3f %10.3f %10.2f %9.1f\n", candidates[i].method.c_str(),
                 candidates[i].variant.c_str(), bytes_per_token(candidates[i].scenario), q.perplexity, q.perplexity_delta, q.kl,
-                q.token_agreement, q.retrieval, q.tpot_s * 1e3);
+                q.token_agreement, q.generation_agreement, q.retrieval, q.tpot_s * 1e3);
   }
   std::printf("\n%.1f s\n", seconds);
   return kOk;

@@ -19,27 +19,34 @@ namespace {
 // The texts' tokens to the engine, and each scored position's logits back.
 class TextStream final : public TokenStream {
  public:
-  TextStream(const std::vector<QualityText>& texts, int vocab) : texts_(texts), vocab_(vocab), logits_(texts.size()) {
-    for (std::size_t i = 0; i < texts.size(); ++i) {
-      logits_[i].assign((texts[i].tokens.size() - static_cast<std::size_t>(texts[i].prompt)) * static_cast<std::size_t>(vocab), 0.0f);
+  TextStream(std::vector<QualityText> texts, int vocab) : texts_(std::move(texts)), vocab_(vocab), logits_(texts_.size()) {
+    for (std::size_t i = 0; i < texts_.size(); ++i) {
+      logits_[i].assign((texts_[i].tokens.size() - static_cast<std::size_t>(texts_[i].prompt)) * static_cast<std::size_t>(vocab), 0.0f);
     }
   }
   [[nodiscard]] int token(std::size_t record, int position) const override {
     return texts_.at(record).tokens.at(static_cast<std::size_t>(position));
   }
   void logits(std::size_t record, int position, const float* row) override {
-    const QualityText& t = texts_.at(record);
+    QualityText& t = texts_.at(record);
     const int scored = position + 1 - t.prompt;  // the row predicts token position + 1
     if (scored < 0 || static_cast<std::size_t>(position + 1) >= t.tokens.size()) {
       throw std::logic_error("the engine produced logits after position " + std::to_string(position) + " of a text of " +
                              std::to_string(t.tokens.size()) + " tokens, prompt " + std::to_string(t.prompt));
     }
     std::copy_n(row, vocab_, logits_[record].begin() + static_cast<std::ptrdiff_t>(scored) * vocab_);
+    // Greedy: the next token fed is this row's most likely one.
+    if (t.generate) t.tokens[static_cast<std::size_t>(position + 1)] = static_cast<int>(std::max_element(row, row + vocab_) - row);
   }
-  std::vector<std::vector<float>> take() { return std::move(logits_); }
+  std::vector<std::vector<float>> take_logits() { return std::move(logits_); }
+  std::vector<std::vector<int>> take_tokens() {
+    std::vector<std::vector<int>> out;
+    for (QualityText& t : texts_) out.push_back(std::move(t.tokens));
+    return out;
+  }
 
  private:
-  const std::vector<QualityText>& texts_;
+  std::vector<QualityText> texts_;
   int vocab_;
   std::vector<std::vector<float>> logits_;
 };
@@ -133,7 +140,8 @@ RealModelRunResult run_real_model(const Scenario& s, const RealModel& model, con
   RealModelRunResult out;
   out.measurement = serve_on_device(s, device, nullptr, &real);
   if (out.measurement.oom) throw std::runtime_error("the real model's run ran out of memory: " + std::string(out.measurement.oom->what()));
-  out.logits = stream.take();
+  out.logits = stream.take_logits();
+  out.tokens = stream.take_tokens();
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return out;
 }
@@ -141,9 +149,21 @@ RealModelRunResult run_real_model(const Scenario& s, const RealModel& model, con
 std::vector<KvQualityMeasure> measure_kv_quality(const RealModel& model, const std::vector<Scenario>& candidates,
                                                  const Scenario& reference, const std::vector<QualityText>& texts) {
   const int vocab = model.config().vocab;
-  if (std::none_of(texts.begin(), texts.end(), [](const QualityText& t) { return !t.probe; })) {
-    throw std::invalid_argument("quality needs at least one text that is not a retrieval probe");
+  auto corpus = [](const QualityText& t) { return !t.probe && !t.generate; };
+  if (std::none_of(texts.begin(), texts.end(), corpus)) {
+    throw std::invalid_argument("quality needs at least one corpus text (not a retrieval probe, not generated)");
   }
+  // Position by position, the generated tokens that are the reference's.
+  auto generation_agreement = [&](const RealModelRunResult& run, const RealModelRunResult& reference_run) {
+    std::size_t same = 0, generated = 0;
+    for (std::size_t i = 0; i < texts.size(); ++i) {
+      if (!texts[i].generate) continue;
+      for (std::size_t k = static_cast<std::size_t>(texts[i].prompt); k < texts[i].tokens.size(); ++k, ++generated) {
+        same += run.tokens[i][k] == reference_run.tokens[i][k] ? 1 : 0;
+      }
+    }
+    return generated == 0 ? -1.0 : static_cast<double>(same) / static_cast<double>(generated);
+  };
   // A probe is answered when every answer token is the most likely one.
   auto retrieval = [&](const RealModelRunResult& run) {
     int probes = 0, answered = 0;
@@ -175,7 +195,7 @@ std::vector<KvQualityMeasure> measure_kv_quality(const RealModel& model, const s
   double base_nll = 0;
   std::size_t positions = 0;
   for (std::size_t i = 0; i < texts.size(); ++i) {
-    if (texts[i].probe) continue;
+    if (!corpus(texts[i])) continue;
     for (std::size_t k = 0; k + static_cast<std::size_t>(texts[i].prompt) < texts[i].tokens.size(); ++k) {
       base_log_probs[i].push_back(log_probabilities(base.logits[i].data() + k * static_cast<std::size_t>(vocab), vocab));
       base_nll -= base_log_probs[i].back()[static_cast<std::size_t>(texts[i].tokens[static_cast<std::size_t>(texts[i].prompt) + k])];
@@ -189,7 +209,7 @@ std::vector<KvQualityMeasure> measure_kv_quality(const RealModel& model, const s
     double nll = 0, kl = 0;
     std::size_t agree = 0;
     for (std::size_t i = 0; i < texts.size(); ++i) {
-      if (texts[i].probe) continue;
+      if (!corpus(texts[i])) continue;
       for (std::size_t k = 0; k < base_log_probs[i].size(); ++k) {
         const float* row = run.logits[i].data() + k * static_cast<std::size_t>(vocab);
         const std::vector<double> p = log_probabilities(row, vocab);
@@ -208,6 +228,7 @@ std::vector<KvQualityMeasure> measure_kv_quality(const RealModel& model, const s
     q.token_agreement = static_cast<double>(agree) / n;
     q.retrieval = retrieval(run);
     q.reference_retrieval = retrieval(base);
+    q.generation_agreement = generation_agreement(run, base);
     q.tpot_s = tpot(run.measurement.run);
     q.seconds = run.seconds;
     out.push_back(q);

@@ -22,6 +22,9 @@ struct QualityText {
   std::vector<int> tokens;
   int prompt = 0;
   bool probe = false;
+  /// Generated greedily instead: each token after the prompt is the most likely one after the
+  /// tokens before it (what `tokens` holds there is replaced), and compared with the reference's.
+  bool generate = false;
 };
 
 /// A long-context retrieval probe of `prompt` tokens: a five-digit pass code stated at the start,
@@ -33,6 +36,7 @@ QualityText retrieval_probe(const BpeTokenizer& tokenizer, const std::vector<int
 /// tokens prompt .. size-1, and what the engine measured.
 struct RealModelRunResult {
   std::vector<std::vector<float>> logits;
+  std::vector<std::vector<int>> tokens;  ///< per text, its tokens as run (generated ones filled in)
   ServingMeasurement measurement;
   double seconds = 0;  ///< wall time of the run, set-up included
 };
@@ -51,8 +55,11 @@ struct KvQualityMeasure {
   double kl = 0;               ///< mean KL(reference || method) of the next-token distributions, in nats
   double token_agreement = 0;  ///< share of scored positions whose most likely token is the reference's
   double retrieval = -1;       ///< share of probes answered (every answer token the most likely); -1 without probes
+  /// Share of the greedily generated tokens that are the reference's at the same position; -1
+  /// without generating texts.
+  double generation_agreement = -1;
   double reference_retrieval = -1;
-  std::size_t positions = 0;   ///< scored positions of the texts that are not probes
+  std::size_t positions = 0;   ///< scored positions of the corpus texts (not probes, not generated)
   /// The run's mean time per output token (the requests decode as one batch): measured, so it
   /// varies from run to run.
   double tpot_s = 0;

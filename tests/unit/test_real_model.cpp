@@ -147,6 +147,9 @@ TEST_CASE("[validation] on SmolLM2-135M each KV method costs what it should: few
   for (int w = 0; w < 2; ++w) texts.push_back({std::vector<int>(ids.begin() + w * 160, ids.begin() + (w + 1) * 160), 128, false});
   const std::vector<int> filler(ids.begin() + 320, ids.end());
   for (int p = 0; p < 2; ++p) texts.push_back(memtwin::hw::retrieval_probe(tokenizer, filler, 128, p));
+  memtwin::hw::QualityText generated{std::vector<int>(ids.begin(), ids.begin() + 128), 128, false, true};
+  generated.tokens.resize(128 + 16);  // the first prompt continued greedily for 16 tokens
+  texts.push_back(generated);
   auto method = [](const std::string& name, std::vector<std::string> settings) {
     settings.insert(settings.begin(), "inference.kv_cache.compression.method=" + name);
     return engine(settings);
@@ -169,6 +172,8 @@ TEST_CASE("[validation] on SmolLM2-135M each KV method costs what it should: few
   CHECK(same.perplexity_delta == 0.0);
   CHECK(same.kl == 0.0);
   CHECK(same.token_agreement == 1.0);
+  CHECK(same.generation_agreement == 1.0);
+  CHECK(int2.generation_agreement < 1.0);  // two bits change what the model writes
   for (const auto& m : measured) {
     CHECK(std::isfinite(m.perplexity));
     CHECK(m.perplexity > 1);
@@ -227,8 +232,8 @@ TEST_CASE("[validation] memtwin quality measures every method the engine runs ag
     FAIL("no converted model at " << kModelDir << ": run scripts/real-model.sh (scripts/dev.sh test does)");
   }
   using memtwin::test::run_memtwin;
-  // The default set, as small as it goes: one 64-token prompt with 4 scored tokens, one probe.
-  const auto all = run_memtwin({"quality", "--prompt", "64", "--continuation", "4", "--windows", "1", "--probes", "1", "--budgets",
+  // The default set, small: one 64-token prompt with 4 scored tokens, 6 generated, one probe.
+  const auto all = run_memtwin({"quality", "--prompt", "64", "--continuation", "4", "--windows", "1", "--probes", "1", "--generate", "6", "--budgets",
                                 "0.5", "--json"});
   REQUIRE(all.exit_code == 0);
   const auto doc = nlohmann::json::parse(all.out);
@@ -242,6 +247,8 @@ TEST_CASE("[validation] memtwin quality measures every method the engine runs ag
     CHECK(m.at("tpot_s").get<double>() > 0);  // measured: only its sign is certain
     const double retrieval = m.at("retrieval").get<double>();
     CHECK((retrieval == 0.0 || retrieval == 1.0));  // one probe: answered or not
+    const double generated = m.at("generation_agreement").get<double>();
+    CHECK((generated >= 0 && generated <= 1));
   }
   // Every method whose descriptor says the engine runs it, the evicting ones at the budget asked.
   for (const auto* method : memtwin::kv_methods()) {
@@ -258,12 +265,13 @@ TEST_CASE("[validation] memtwin quality measures every method the engine runs ag
   CHECK(methods[0].at("kv_bytes_per_token").get<double>() == 2.0 * 64 * 2 * 3 * 30);  // fp16 K and V, 3 KV heads, 30 layers
   // A scenario's own cache: KIVI with the scenario's parameters.
   const auto kivi = run_memtwin({"quality", memtwin::test::source_path("scenarios/host/serve-kivi-kv.yaml"), "--prompt", "64",
-                                 "--continuation", "4", "--windows", "1", "--probes", "0", "--json"});
+                                 "--continuation", "4", "--windows", "1", "--probes", "0", "--generate", "0", "--json"});
   REQUIRE(kivi.exit_code == 0);
   const auto one = nlohmann::json::parse(kivi.out).at("quality").at("methods");
   REQUIRE(one.size() == 1);
   CHECK(one[0].at("method") == "kivi");
   CHECK(one[0].at("retrieval").get<double>() == -1.0);  // no probes
+  CHECK(one[0].at("generation_agreement").get<double>() == -1.0);  // nothing generated
   const auto short_corpus = run_memtwin({"quality", "--windows", "40"});
   CHECK(short_corpus.exit_code == 2);
   CHECK_THAT(short_corpus.err, Catch::Contains("the corpus has 4714 tokens"));
