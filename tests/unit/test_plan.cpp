@@ -84,7 +84,7 @@ TEST_CASE("plan prices a GPU type as --price says, and rejects a price no candid
   CHECK_THAT(unused.err, Catch::Contains("no candidate uses GPU b200"));
 }
 
-TEST_CASE("plan's rate search brackets the highest rate meeting the SLO, as a sweep over rate agrees", "[unit]") {
+TEST_CASE("plan's rate search brackets the highest rate meeting the SLO, as a sweep over rate agrees", "[unit][heavy]") {
   const std::string scenario = source_path("scenarios/planning/llama3-70b-serve-20rps.yaml");
   const std::vector<std::string> common = {"--set", "inference.serving.replicas=2", "--set", "inference.workload.requests=600"};
   std::vector<std::string> args = {"plan", scenario, "--minimize", "cost", "--require", "latency_s.ttft.p99 <= 2",
@@ -146,7 +146,7 @@ TEST_CASE("plan's rate search refuses a training scenario and a closed-loop work
   CHECK_THAT(closed.err, Catch::Contains("closed-loop"));
 }
 
-TEST_CASE("plan's rate search without --require judges rates by the scenario's SLO, and says so", "[unit]") {
+TEST_CASE("plan's rate search without --require judges rates by the scenario's SLO, and says so", "[unit][heavy]") {
   const std::string scenario = source_path("scenarios/serving/llama3-8b-h100-fp16-kv.yaml");  // slo: ttft_p99 2 s, tpot_p99 50 ms
   auto search = [&](std::vector<std::string> extra) {
     std::vector<std::string> args = {"plan", scenario, "--max-rate", "1..64", "--set", "inference.workload.requests=400", "--json"};
@@ -173,7 +173,7 @@ TEST_CASE("plan's rate search without --require judges rates by the scenario's S
 }
 
 TEST_CASE("plan's rate search with --attainment finds DistServe's goodput: the highest rate at which that fraction meets the SLO",
-          "[unit]") {
+          "[unit][heavy]") {
   const std::string scenario = source_path("scenarios/serving/llama3-8b-h100-fp16-kv.yaml");
   auto plan = [&](std::vector<std::string> extra) {
     std::vector<std::string> args = {"plan", scenario, "--set", "inference.workload.requests=400", "--set", "inference.slo.ttft_p99=1s",
@@ -207,7 +207,7 @@ TEST_CASE("plan's rate search with --attainment finds DistServe's goodput: the h
   CHECK_THAT(no_slo.err, Catch::Contains("inference.slo"));
 }
 
-TEST_CASE("plan --maximize ranks every candidate by its own rate search, per GPU or per dollar", "[unit]") {
+TEST_CASE("plan --maximize ranks every candidate by its own rate search, per GPU or per dollar", "[unit][heavy]") {
   const std::string scenario = source_path("scenarios/serving/llama3-8b-disagg-2p2d-h100.yaml");
   auto plan = [&](std::vector<std::string> extra) {
     std::vector<std::string> args = {"plan", scenario, "--set", "inference.workload.requests=300", "--search",

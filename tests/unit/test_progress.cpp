@@ -70,7 +70,7 @@ TEST_CASE("a disabled progress line prints nothing", "[unit]") {
   CHECK(out.str().empty());
 }
 
-TEST_CASE("serving and training simulations report their progress and their results do not depend on it", "[unit]") {
+TEST_CASE("serving and training simulations report their progress and their results do not depend on it", "[unit][heavy]") {
   for (const std::string scenario : {"scenarios/serving/llama3-8b-h100-fp16-kv.yaml", "scenarios/serving/llama3-8b-disagg-2p2d-h100.yaml",
                                      "scenarios/training/llama2-70b-fsdp-64xh100.yaml"}) {
     INFO(scenario);

@@ -30,7 +30,7 @@ std::vector<std::string> figures_in(const std::string& html_path) {
 
 }  // namespace
 
-TEST_CASE("reports carry every expected figure for training, serving, sweeps and plans", "[unit]") {
+TEST_CASE("reports carry every expected figure for training, serving, sweeps and plans", "[unit][heavy]") {
   const std::string train = "/tmp/memtwin-test-report-train", serve = "/tmp/memtwin-test-report-serve";
   REQUIRE(run_memtwin({"run", source_path("scenarios/quickstart.yaml"), "--out", train}).exit_code == 0);
   auto r = run_memtwin({"report", train, "--out", train + "/report.html"});

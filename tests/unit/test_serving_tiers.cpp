@@ -169,7 +169,7 @@ TEST_CASE("KV tiers keep prefixes evicted from the GPU: host memory, then NVMe, 
 }
 
 
-TEST_CASE("the Llama-3.1-70B TP4 long-context example: documents cached and tiered answer faster", "[unit]") {
+TEST_CASE("the Llama-3.1-70B TP4 long-context example: documents cached and tiered answer faster", "[unit][heavy]") {
   const std::string example = "scenarios/serving/llama3-70b-tp4-tiered-long-context.yaml";
   const auto tiered = serve(example, {}), gpu_only = serve(example, {"inference.tiers=null"}),
              uncached = serve(example, {"inference.serving.prefix_caching=false"});
