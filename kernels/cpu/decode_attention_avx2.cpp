@@ -33,6 +33,27 @@ float horizontal_sum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+// The sums of four vectors' lanes, as the four lanes of one: [sum a, sum b, sum c, sum d].
+__m128 horizontal_sums4(__m256 a, __m256 b, __m256 c, __m256 d) {
+  const __m256 s = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
+  return _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+}
+
+// Stores each of G heads' accumulated dot product (acc[g], plus extra[g]) times `scale` at
+// scores[g * ctx + t].
+template <int G>
+void store_scores(const __m256* acc, const float* extra, float scale, int ctx, int t, float* scores) {
+  if constexpr (G % 4 == 0) {
+    for (int g = 0; g < G; g += 4) {
+      alignas(16) float four[4];
+      _mm_store_ps(four, horizontal_sums4(acc[g], acc[g + 1], acc[g + 2], acc[g + 3]));
+      for (int i = 0; i < 4; ++i) scores[static_cast<std::size_t>(g + i) * ctx + t] = (four[i] + extra[g + i]) * scale;
+    }
+  } else {
+    for (int g = 0; g < G; ++g) scores[static_cast<std::size_t>(g) * ctx + t] = (horizontal_sum(acc[g]) + extra[g]) * scale;
+  }
+}
+
 // exp(x) for x <= 0 (softmax after subtracting the maximum): 2^(x log2 e) as 2^n times a degree-6
 // polynomial on [-0.5, 0.5]; relative error below 2e-7, and exp(x) = 0 below -87.
 __m256 exp_negative(__m256 x) {
@@ -167,220 +188,233 @@ __m256 load_floating(const std::uint8_t* vector, const KvFormat& f, int c) {
   return f.element == KvElement::fp8 ? load_e4m3_over_256(vector + c) : load_halves(vector + 2 * c);
 }
 
-// The K pass for G query heads: scores[g * ctx + t] = scale * q_g . k_t.
-template <int G>
-void key_scores(const DecodeAttentionArgs& a, const std::int32_t* table, const float* q, int kvh, int ctx, float* scores,
-                float* buffer) {
+// Consecutive KV heads of one sequence, attended together: in the paged layout a token's vectors
+// of all KV heads lie side by side, so a pass over the tokens for a range of heads reads memory in
+// order (one head at a time strides through it, 2 KB between rows, which the hardware prefetchers
+// follow poorly).
+struct Heads {
+  int first = 0, count = 1;
+};
+
+// The K pass for G query heads: scores[g * ctx + t] = scale * q_g . k_t. Each token's vector is
+// read 16 elements at a time (8- and 4-bit codes dequantised with one FMA per 8, shared by the G
+// heads) and dotted with every head's query into two accumulators per head: one chain of FMAs per
+// head is bound by the FMA's latency, not its throughput. (Eight heads have chains enough.)
+template <int G, int Bits>
+void key_scores_over(const DecodeAttentionArgs& a, const std::int32_t* table, const float* q, const Heads& heads, int ctx,
+                     float* scores, float* buffer) {
   const KvFormat& f = a.shape.format;
   const int hd = f.head_dim;
   const std::size_t bytes = f.vector_bytes();
   const float score_scale = a.scale * element_factor(f);
-  // Each query head's sum over each quantisation group (for the zero points).
-  std::vector<float> q_group_sums;
-  if (f.quantized()) {
-    q_group_sums.resize(static_cast<std::size_t>(G) * f.groups());
-    for (int g = 0; g < G; ++g)
-      for (int gi = 0; gi < f.groups(); ++gi) {
-        float sum = 0;
-        for (int i = 0; i < f.group; ++i) sum += q[g * hd + gi * f.group + i];
-        q_group_sums[static_cast<std::size_t>(g) * f.groups() + gi] = sum;
-      }
-  }
-  // int4: the query in codes4_split's order, so that each half of a chunk meets its codes.
-  const bool split4 = f.bits() == 4 && f.group % 16 == 0;
-  std::vector<float> reordered;
-  if (split4) {
-    reordered.resize(static_cast<std::size_t>(G) * hd);
-    for (int g = 0; g < G; ++g)
-      for (int c = 0; c < hd; c += 16)
-        for (int j = 0; j < 16; ++j) reordered[static_cast<std::size_t>(g) * hd + c + even_odd_position(j)] = q[g * hd + c + j];
-    q = reordered.data();
-  }
+  constexpr int kChains = G >= 8 ? 1 : 2;
+  constexpr float kNoExtra[G] = {};
   for (int t = 0; t < ctx; ++t) {
-    const std::uint8_t* k = a.k_cache + a.shape.offset(table[t / a.shape.block_size], t % a.shape.block_size, kvh);
+    const std::uint8_t* row = a.k_cache + a.shape.offset(table[t / a.shape.block_size], t % a.shape.block_size, heads.first);
     if (t + kAhead < ctx) {
       const int ahead = t + kAhead;
-      prefetch(a.k_cache + a.shape.offset(table[ahead / a.shape.block_size], ahead % a.shape.block_size, kvh), bytes);
+      prefetch(a.k_cache + a.shape.offset(table[ahead / a.shape.block_size], ahead % a.shape.block_size, heads.first),
+               bytes * static_cast<std::size_t>(heads.count));
     }
-    __m256 acc[G];
-    for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
-    if (f.quantized() && f.bits() >= 4) {
-      // q . (code * scale + zero) per group = scale (q . code) + zero (sum of q over the group): the
-      // codes are widened and multiplied straight away, the zero points fall into a scalar.
-      float zero_terms[G] = {};
+    for (int h = 0; h < heads.count; ++h) {
+    const std::uint8_t* k = row + static_cast<std::size_t>(h) * bytes;
+    const float* q_h = q + static_cast<std::size_t>(h) * G * hd;
+    float* scores_h = scores + static_cast<std::size_t>(h) * G * ctx;
+    __m256 acc[kChains][G];
+    for (int c = 0; c < kChains; ++c)
+      for (int g = 0; g < G; ++g) acc[c][g] = _mm256_setzero_ps();
+    auto dot16 = [&](const float* qc, __m256 lo, __m256 hi) {
+      for (int g = 0; g < G; ++g) {
+        acc[0][g] = _mm256_fmadd_ps(_mm256_loadu_ps(qc + g * hd), lo, acc[0][g]);
+        acc[kChains - 1][g] = _mm256_fmadd_ps(_mm256_loadu_ps(qc + g * hd + 8), hi, acc[kChains - 1][g]);
+      }
+    };
+    if constexpr (Bits == 8 || Bits == 4) {
       for (int gi = 0; gi < f.groups(); ++gi) {
         const Group group = group_at(k, f, gi);
-        const std::uint8_t* base = group.codes;
-        const __m256 scale = _mm256_set1_ps(group.scale);
-        const float zero = group.zero;
-        __m256 part[G];
-        for (int g = 0; g < G; ++g) part[g] = _mm256_setzero_ps();
-        if (split4) {
-          for (int c = 0; c < f.group; c += 16) {
-            __m256 even, odd;
-            codes4_split(base + c / 2, even, odd);
-            const float* qc = q + gi * f.group + c;
-            for (int g = 0; g < G; ++g) {
-              part[g] = _mm256_fmadd_ps(_mm256_loadu_ps(qc + g * hd), even, part[g]);
-              part[g] = _mm256_fmadd_ps(_mm256_loadu_ps(qc + g * hd + 8), odd, part[g]);
-            }
+        const __m256 scale = _mm256_set1_ps(group.scale), zero = _mm256_set1_ps(group.zero);
+        for (int c = 0; c < f.group; c += 16) {
+          __m256 lo, hi;
+          if constexpr (Bits == 8) {
+            lo = codes8(group.codes + c);
+            hi = codes8(group.codes + c + 8);
+          } else {
+            codes4_split(group.codes + c / 2, lo, hi);  // the query is in the same even/odd order
           }
-        } else {
-          for (int c = 0; c < f.group; c += 8) {
-            const __m256 codes = f.bits() == 8 ? codes8(base + c) : codes4(base + c / 2);
-            const float* qc = q + gi * f.group + c;
-            for (int g = 0; g < G; ++g) part[g] = _mm256_fmadd_ps(_mm256_loadu_ps(qc + g * hd), codes, part[g]);
-          }
-        }
-        for (int g = 0; g < G; ++g) {
-          acc[g] = _mm256_fmadd_ps(scale, part[g], acc[g]);
-          zero_terms[g] += zero * q_group_sums[static_cast<std::size_t>(g) * f.groups() + gi];
+          dot16(q_h + gi * f.group + c, _mm256_fmadd_ps(lo, scale, zero), _mm256_fmadd_ps(hi, scale, zero));
         }
       }
-      for (int g = 0; g < G; ++g) {
-        scores[static_cast<std::size_t>(g) * ctx + t] = (horizontal_sum(acc[g]) + zero_terms[g]) * score_scale;
-      }
-      continue;
-    }
-    if (f.quantized()) {
+    } else if (f.quantized()) {  // 2 bits: dequantised whole first
       dequantize(k, f, buffer);
-      for (int c = 0; c < hd; c += 8) {
-        const __m256 v = _mm256_load_ps(buffer + c);
-        for (int g = 0; g < G; ++g) acc[g] = _mm256_fmadd_ps(_mm256_loadu_ps(q + g * hd + c), v, acc[g]);
-      }
+      for (int c = 0; c < hd; c += 16) dot16(q_h + c, _mm256_load_ps(buffer + c), _mm256_load_ps(buffer + c + 8));
     } else {
-      for (int c = 0; c < hd; c += 8) {
-        const __m256 v = load_floating(k, f, c);
-        for (int g = 0; g < G; ++g) acc[g] = _mm256_fmadd_ps(_mm256_loadu_ps(q + g * hd + c), v, acc[g]);
-      }
+      for (int c = 0; c < hd; c += 16) dot16(q_h + c, load_floating(k, f, c), load_floating(k, f, c + 8));
     }
-    for (int g = 0; g < G; ++g) scores[static_cast<std::size_t>(g) * ctx + t] = horizontal_sum(acc[g]) * score_scale;
+    if constexpr (kChains == 2)
+      for (int g = 0; g < G; ++g) acc[0][g] = _mm256_add_ps(acc[0][g], acc[1][g]);
+    store_scores<G>(acc[0], kNoExtra, score_scale, ctx, t, scores_h);
+    }
   }
 }
 
-// The V pass for G query heads: out_g = sum_t p_g[t] v_t / denominator_g, tile by tile.
-// int8 and int4 values are accumulated in code space: per group, sum_t p_t (scale_t code_t +
-// zero_t) = sum_t (p_t scale_t) code_t + sum_t p_t zero_t, so a token's codes are widened once
-// and multiplied straight away, and its zero points fall into one scalar per group and head.
 template <int G>
-void weighted_values(const DecodeAttentionArgs& a, const std::int32_t* table, int kvh, int ctx, const float* p,
+void key_scores(const DecodeAttentionArgs& a, const std::int32_t* table, const float* q, const Heads& heads, int ctx,
+                float* scores, float* buffer) {
+  const KvFormat& f = a.shape.format;
+  const int hd = f.head_dim;
+  if (f.quantized() && f.bits() == 8 && f.group % 16 == 0) return key_scores_over<G, 8>(a, table, q, heads, ctx, scores, buffer);
+  if (f.quantized() && f.bits() == 4 && f.group % 16 == 0) {
+    // The queries in codes4_split's order, so that each half of a chunk meets its codes.
+    const int q_heads = G * heads.count;
+    thread_local std::vector<float> reordered;
+    reordered.resize(static_cast<std::size_t>(q_heads) * hd);
+    for (int g = 0; g < q_heads; ++g)
+      for (int c = 0; c < hd; c += 16)
+        for (int j = 0; j < 16; ++j) reordered[static_cast<std::size_t>(g) * hd + c + even_odd_position(j)] = q[g * hd + c + j];
+    return key_scores_over<G, 4>(a, table, reordered.data(), heads, ctx, scores, buffer);
+  }
+  key_scores_over<G, 0>(a, table, q, heads, ctx, scores, buffer);  // floating point, or dequantised first
+}
+
+// The V pass for G query heads of each KV head: out_g = sum_t p_g[t] v_t / denominator_g, tile by
+// tile; a tile's vectors of all the heads are read in order. int8 and int4 values are accumulated
+// in code space: per group, sum_t p_t (scale_t code_t + zero_t) = sum_t (p_t scale_t) code_t +
+// sum_t p_t zero_t, so a token's codes are widened once and multiplied straight away, and its zero
+// points fall into one scalar per group and head.
+template <int G>
+void weighted_values(const DecodeAttentionArgs& a, const std::int32_t* table, const Heads& heads, int ctx, const float* p,
                      const float* denominators, float* out, float* acc_store, float* tile_buffer) {
   const KvFormat& f = a.shape.format;
   const int hd = f.head_dim;
   const bool code_space = f.quantized() && (f.bits() == 8 || f.bits() == 4) && f.group % 16 == 0;
   const int groups = f.quantized() ? f.groups() : 1;
-  std::fill(acc_store, acc_store + static_cast<std::size_t>(G) * hd, 0.f);
-  float zero_sums[G][16] = {};                 // code space: sum_t p_t zero_t per head and group (<= 16 groups)
-  alignas(32) float weights[kTile][G][16];     // code space: p_t scale_t per token, head and group
-  const std::uint8_t* rows[kTile];
-  auto row = [&](int t) { return a.v_cache + a.shape.offset(table[t / a.shape.block_size], t % a.shape.block_size, kvh); };
   const std::size_t bytes = f.vector_bytes();
-  for (int t = 0; t < std::min(kTile, ctx); ++t) prefetch(row(t), bytes);
+  const std::size_t span = bytes * static_cast<std::size_t>(heads.count);  // a token's vectors of the heads
+  std::fill(acc_store, acc_store + static_cast<std::size_t>(heads.count) * G * hd, 0.f);
+  thread_local std::vector<float> zero_store;  // code space: sum_t p_t zero_t per head and group
+  zero_store.assign(static_cast<std::size_t>(heads.count) * G * groups, 0.f);
+  alignas(32) float weights[kTile][G][16];     // code space: p_t scale_t per token, head and group (<= 16 groups)
+  const std::uint8_t* rows[kTile];
+  auto row = [&](int t) {
+    return a.v_cache + a.shape.offset(table[t / a.shape.block_size], t % a.shape.block_size, heads.first);
+  };
+  for (int t = 0; t < std::min(kTile, ctx); ++t) prefetch(row(t), span);
   for (int t0 = 0; t0 < ctx; t0 += kTile) {
     const int n = std::min(kTile, ctx - t0);
     for (int j = 0; j < n; ++j) {
       rows[j] = row(t0 + j);
-      if (t0 + kTile + j < ctx) prefetch(row(t0 + kTile + j), bytes);  // the next tile, while this one computes
-      if (code_space) {
-        for (int gi = 0; gi < groups; ++gi) {
-          const Group group = group_at(rows[j], f, gi);
-          for (int g = 0; g < G; ++g) {
-            const float pt = p[static_cast<std::size_t>(g) * ctx + t0 + j];
-            weights[j][g][gi] = pt * group.scale;
-            zero_sums[g][gi] += pt * group.zero;
-          }
-        }
-      } else if (f.quantized()) {
-        dequantize(rows[j], f, tile_buffer + static_cast<std::size_t>(j) * hd);
-      }
+      if (t0 + kTile + j < ctx) prefetch(row(t0 + kTile + j), span);  // the next tile, while this one computes
     }
-    // 16 dimensions at a time: 2 G accumulators in registers across the tile's tokens (int4: the
-    // chunk's even dimensions in the first, its odd ones in the second).
-    for (int c = 0; c < hd; c += 16) {
-      __m256 acc[G][2];
-      for (int g = 0; g < G; ++g) {
-        acc[g][0] = _mm256_loadu_ps(acc_store + g * hd + c);
-        acc[g][1] = _mm256_loadu_ps(acc_store + g * hd + c + 8);
-      }
-      const int gi = f.quantized() ? c / f.group : 0, within = f.quantized() ? c % f.group : 0;
+    for (int h = 0; h < heads.count; ++h) {
+      const float* p_h = p + static_cast<std::size_t>(h) * G * ctx;
+      float* acc_h = acc_store + static_cast<std::size_t>(h) * G * hd;
+      float* zero_sums = zero_store.data() + static_cast<std::size_t>(h) * G * groups;
+      const std::size_t at = static_cast<std::size_t>(h) * bytes;  // the head's vector within a row
       for (int j = 0; j < n; ++j) {
-        __m256 v0, v1;
         if (code_space) {
-          const std::uint8_t* codes = rows[j] + static_cast<std::size_t>(gi) * f.group_bytes();
-          if (f.bits() == 8) {
-            v0 = codes8(codes + within);
-            v1 = codes8(codes + within + 8);
+          for (int gi = 0; gi < groups; ++gi) {
+            const Group group = group_at(rows[j] + at, f, gi);
+            for (int g = 0; g < G; ++g) {
+              const float pt = p_h[static_cast<std::size_t>(g) * ctx + t0 + j];
+              weights[j][g][gi] = pt * group.scale;
+              zero_sums[g * groups + gi] += pt * group.zero;
+            }
+          }
+        } else if (f.quantized()) {
+          dequantize(rows[j] + at, f, tile_buffer + static_cast<std::size_t>(j) * hd);
+        }
+      }
+      // 16 dimensions at a time: 2 G accumulators in registers across the tile's tokens (int4: the
+      // chunk's even dimensions in the first, its odd ones in the second).
+      for (int c = 0; c < hd; c += 16) {
+        __m256 acc[G][2];
+        for (int g = 0; g < G; ++g) {
+          acc[g][0] = _mm256_loadu_ps(acc_h + g * hd + c);
+          acc[g][1] = _mm256_loadu_ps(acc_h + g * hd + c + 8);
+        }
+        const int gi = f.quantized() ? c / f.group : 0, within = f.quantized() ? c % f.group : 0;
+        for (int j = 0; j < n; ++j) {
+          __m256 v0, v1;
+          if (code_space) {
+            const std::uint8_t* codes = rows[j] + at + static_cast<std::size_t>(gi) * f.group_bytes();
+            if (f.bits() == 8) {
+              v0 = codes8(codes + within);
+              v1 = codes8(codes + within + 8);
+            } else {
+              codes4_split(codes + within / 2, v0, v1);
+            }
+            for (int g = 0; g < G; ++g) {
+              const __m256 w = _mm256_broadcast_ss(&weights[j][g][gi]);
+              acc[g][0] = _mm256_fmadd_ps(w, v0, acc[g][0]);
+              acc[g][1] = _mm256_fmadd_ps(w, v1, acc[g][1]);
+            }
+            continue;
+          }
+          if (f.quantized()) {
+            v0 = _mm256_load_ps(tile_buffer + static_cast<std::size_t>(j) * hd + c);
+            v1 = _mm256_load_ps(tile_buffer + static_cast<std::size_t>(j) * hd + c + 8);
           } else {
-            codes4_split(codes + within / 2, v0, v1);
+            v0 = load_floating(rows[j] + at, f, c);
+            v1 = load_floating(rows[j] + at, f, c + 8);
           }
           for (int g = 0; g < G; ++g) {
-            const __m256 w = _mm256_broadcast_ss(&weights[j][g][gi]);
+            const __m256 w = _mm256_broadcast_ss(p_h + static_cast<std::size_t>(g) * ctx + t0 + j);
             acc[g][0] = _mm256_fmadd_ps(w, v0, acc[g][0]);
             acc[g][1] = _mm256_fmadd_ps(w, v1, acc[g][1]);
           }
-          continue;
-        }
-        if (f.quantized()) {
-          v0 = _mm256_load_ps(tile_buffer + static_cast<std::size_t>(j) * hd + c);
-          v1 = _mm256_load_ps(tile_buffer + static_cast<std::size_t>(j) * hd + c + 8);
-        } else {
-          v0 = load_floating(rows[j], f, c);
-          v1 = load_floating(rows[j], f, c + 8);
         }
         for (int g = 0; g < G; ++g) {
-          const __m256 w = _mm256_broadcast_ss(p + static_cast<std::size_t>(g) * ctx + t0 + j);
-          acc[g][0] = _mm256_fmadd_ps(w, v0, acc[g][0]);
-          acc[g][1] = _mm256_fmadd_ps(w, v1, acc[g][1]);
+          _mm256_storeu_ps(acc_h + g * hd + c, acc[g][0]);
+          _mm256_storeu_ps(acc_h + g * hd + c + 8, acc[g][1]);
         }
-      }
-      for (int g = 0; g < G; ++g) {
-        _mm256_storeu_ps(acc_store + g * hd + c, acc[g][0]);
-        _mm256_storeu_ps(acc_store + g * hd + c + 8, acc[g][1]);
       }
     }
   }
   const bool split4 = code_space && f.bits() == 4;
-  for (int g = 0; g < G; ++g) {
+  for (int g = 0; g < G * heads.count; ++g) {
     const float inv = element_factor(f) / denominators[g];
     for (int c = 0; c < hd; ++c) {
       const int chunk = c - c % 16;
       const float sum = acc_store[g * hd + (split4 ? chunk + even_odd_position(c % 16) : c)] +
-                        (code_space ? zero_sums[g][c / f.group] : 0.f);
+                        (code_space ? zero_store[static_cast<std::size_t>(g) * groups + c / f.group] : 0.f);
       out[g * hd + c] = sum * inv;
     }
   }
 }
 
 template <int G>
-void attend(const DecodeAttentionArgs& a, int seq, int kvh) {
+void attend(const DecodeAttentionArgs& a, int seq, const Heads& heads) {
   const int hd = a.shape.format.head_dim;
   const int ctx = a.context_lens[seq];
+  const int q_heads = G * heads.count;  // the query heads of these KV heads, consecutive
   thread_local std::vector<float> scores, acc, buffer;
-  scores.resize(static_cast<std::size_t>(G) * ctx);
-  acc.resize(static_cast<std::size_t>(G) * hd);
+  scores.resize(static_cast<std::size_t>(q_heads) * ctx);
+  acc.resize(static_cast<std::size_t>(q_heads) * hd);
   buffer.resize(static_cast<std::size_t>(kTile) * hd + 8);
   float* aligned = buffer.data() + ((32 - reinterpret_cast<std::uintptr_t>(buffer.data()) % 32) % 32) / sizeof(float);
-  const float* q = a.query + (static_cast<std::size_t>(seq) * a.q_heads + kvh * G) * hd;
+  const float* q = a.query + (static_cast<std::size_t>(seq) * a.q_heads + heads.first * G) * hd;
   const std::int32_t* table = a.block_tables + static_cast<std::size_t>(seq) * a.max_blocks_per_seq;
-  key_scores<G>(a, table, q, kvh, ctx, scores.data(), aligned);
-  float denominators[G];
-  for (int g = 0; g < G; ++g) denominators[g] = softmax_numerators(scores.data() + static_cast<std::size_t>(g) * ctx, ctx);
-  write_probabilities(a, seq, kvh * G, G, scores.data(), denominators);
+  key_scores<G>(a, table, q, heads, ctx, scores.data(), aligned);
+  thread_local std::vector<float> denominators;
+  denominators.resize(static_cast<std::size_t>(q_heads));
+  for (int g = 0; g < q_heads; ++g) denominators[g] = softmax_numerators(scores.data() + static_cast<std::size_t>(g) * ctx, ctx);
+  write_probabilities(a, seq, heads.first * G, q_heads, scores.data(), denominators.data());
   if (!a.out) return;
-  float* out = a.out + (static_cast<std::size_t>(seq) * a.q_heads + kvh * G) * hd;
-  weighted_values<G>(a, table, kvh, ctx, scores.data(), denominators, out, acc.data(), aligned);
+  float* out = a.out + (static_cast<std::size_t>(seq) * a.q_heads + heads.first * G) * hd;
+  weighted_values<G>(a, table, heads, ctx, scores.data(), denominators.data(), out, acc.data(), aligned);
 }
 
 }  // namespace
 
-bool attend_pair_avx2(const DecodeAttentionArgs& a, int seq, int kvh) {
+bool attend_heads_avx2(const DecodeAttentionArgs& a, int seq, int first_kv_head, int kv_heads) {
   const KvFormat& f = a.shape.format;
   if (f.head_dim % 16 != 0 || f.head_dim > 256 || (f.quantized() && (f.group % 8 != 0 || f.groups() > 16))) return false;
+  const Heads heads{first_kv_head, kv_heads};
   switch (a.q_heads / a.shape.kv_heads) {
-    case 1: attend<1>(a, seq, kvh); return true;
-    case 2: attend<2>(a, seq, kvh); return true;
-    case 4: attend<4>(a, seq, kvh); return true;
-    case 8: attend<8>(a, seq, kvh); return true;
+    case 1: attend<1>(a, seq, heads); return true;
+    case 2: attend<2>(a, seq, heads); return true;
+    case 4: attend<4>(a, seq, heads); return true;
+    case 8: attend<8>(a, seq, heads); return true;
     default: return false;
   }
 }
@@ -390,7 +424,7 @@ bool attend_pair_avx2(const DecodeAttentionArgs& a, int seq, int kvh) {
 #else
 
 namespace memtwin::kernels::simd {
-bool attend_pair_avx2(const DecodeAttentionArgs&, int, int) { return false; }
+bool attend_heads_avx2(const DecodeAttentionArgs&, int, int, int) { return false; }
 }  // namespace memtwin::kernels::simd
 
 #endif

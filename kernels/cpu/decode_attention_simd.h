@@ -15,9 +15,10 @@ namespace memtwin::kernels::simd {
 /// Whether the CPU has AVX2, FMA and F16C and the build has the kernel.
 bool avx2_supported();
 
-/// Attends one (sequence, KV head) pair as the portable kernel does; false (nothing written) for
+/// Attends one sequence's KV heads first_kv_head .. first_kv_head + kv_heads - 1 (and their query
+/// heads) as the portable kernel does each (sequence, KV head) pair; false (nothing written) for
 /// shapes it does not handle (head_dim not a multiple of 16 or above 256, quantisation
 /// groups not a multiple of 8, GQA groups other than 1, 2, 4, 8), which the portable kernel then takes.
-bool attend_pair_avx2(const DecodeAttentionArgs& a, int seq, int kvh);
+bool attend_heads_avx2(const DecodeAttentionArgs& a, int seq, int first_kv_head, int kv_heads);
 
 }  // namespace memtwin::kernels::simd

@@ -106,6 +106,17 @@ TEST_CASE("decode attention matches the naive reference (fp16, fp8, int8, int4 -
         for (std::size_t i = 0; i < out.size(); ++i) worst = std::max(worst, static_cast<double>(std::fabs(out[i] - ref[i]) / (1 + std::fabs(ref[i]))));
         INFO("head_dim " << head_dim << " bits " << shape.format.bits() << (simd ? " vectorised" : " portable"));
         CHECK(worst < 1e-4);
+        // The last sequence alone: with more threads than sequences the vectorised kernel splits
+        // the sequence's KV heads between them.
+        const std::size_t q_at = static_cast<std::size_t>(seqs - 1) * q_heads * head_dim;
+        std::vector<float> alone(static_cast<std::size_t>(q_heads) * head_dim);
+        decode_attention(make_decode_args(q.data() + q_at, kc.data(), vc.data(), table.data() + (seqs - 1) * max_blocks,
+                                          context.data() + seqs - 1, alone.data(), 1, q_heads, max_blocks, shape),
+                         simd);
+        double worst_alone = 0;
+        for (std::size_t i = 0; i < alone.size(); ++i)
+          worst_alone = std::max(worst_alone, static_cast<double>(std::fabs(alone[i] - ref[q_at + i]) / (1 + std::fabs(ref[q_at + i]))));
+        CHECK(worst_alone < 1e-4);
       }
     }
   }
