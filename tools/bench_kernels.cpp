@@ -2,6 +2,8 @@
 // device's copy bandwidth measured in the same run (a STREAM-like copy on the CPU, a device-to-device
 // copy on the GPU), for contexts 1K-128K and batches 1-64, Llama-3-8B attention shape
 // (32 query heads, 8 KV heads, head_dim 128). Warm-up, then timed repeats (nccl-tests style).
+// Then decode attention on one thread at 8K context, every format KIVI's included, against the
+// fractions of copy bandwidth the project targets.
 //   memtwin_kernels_bench [--device cpu|cuda] [--quick]
 #include <algorithm>
 #include <chrono>
@@ -10,9 +12,14 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "kernels/kivi_paged.h"
 #include "kernels/kv_kernels.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #ifdef MEMTWIN_WITH_CUDA
 #include <cuda_runtime.h>
 
@@ -93,9 +100,79 @@ double cpu_copy_bandwidth() {
   return 2.0 * bytes / t;  // read + write
 }
 
+// KIVI's paged cache of one `context`-token sequence (bits 4 or 2, groups of 32, residual 128),
+// filled through kivi_append with random keys and values; decode attention over it.
+double kivi_seconds(int bits, int context, double& kv_bytes) {
+  KiviPagedShape shape;
+  shape.kv_heads = kKvHeads;
+  shape.head_dim = kHeadDim;
+  shape.bits = bits;
+  shape.group = 32;
+  shape.residual = 128;
+  shape.block_size = 32;
+  // Blocks are counted in bytes (the fp16 residual takes more per token than quantised groups).
+  const int max_blocks = static_cast<int>((shape.sequence_bytes(context) + shape.slice_bytes() - 1) / shape.slice_bytes());
+  shape.num_blocks = max_blocks;
+  std::vector<std::uint8_t> cache(shape.bytes());
+  std::vector<std::int32_t> table(max_blocks);
+  for (int i = 0; i < max_blocks; ++i) table[i] = i;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<float> keys(static_cast<std::size_t>(context) * kKvHeads * kHeadDim), values(keys.size());
+  for (auto& x : keys) x = normal(rng);
+  for (auto& x : values) x = normal(rng);
+  const std::int32_t first_row = 0, new_tokens = context, cached = 0;
+  kivi_append(make_kivi_append_args(keys.data(), values.data(), 1, &first_row, &new_tokens, &cached, table.data(), max_blocks,
+                                    shape, cache.data()));
+  std::vector<float> query(static_cast<std::size_t>(kQHeads) * kHeadDim), out(query.size());
+  for (auto& x : query) x = normal(rng);
+  const std::int32_t context_len = context;
+  const auto args = make_kivi_decode_args(query.data(), cache.data(), table.data(), &context_len, out.data(), 1, kQHeads,
+                                          max_blocks, shape);
+  kv_bytes = static_cast<double>(shape.sequence_bytes(context));
+  return seconds_per_run([&] { kivi_decode_attention(args); }, 2, 10);
+}
+
+// One thread, 8K context, batch 1: each format's bytes read per second as a fraction of the copy
+// bandwidth, against the targets (fp16 60%, int8 50%, int4 40%, KIVI-4 30%).
+void bench_cpu_single_thread(double copy) {
+#ifdef _OPENMP
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+#endif
+  const int context = 8192;
+  std::printf("cpu decode attention, one thread, context %d, batch 1 (of %.1f GB/s copy):\n", context, copy / 1e9);
+  struct Row {
+    const char* name;
+    double seconds, bytes, target;
+  };
+  std::vector<Row> rows;
+  for (auto [e, target] : {std::pair{KvElement::fp16, 0.6}, {KvElement::fp8, 0.0}, {KvElement::int8, 0.5}, {KvElement::int4, 0.4}}) {
+    Workload w = make_workload(e, context, 1);
+    auto a = w.args();
+    rows.push_back({element_name(e), seconds_per_run([&] { decode_attention(a); }, 2, 10), w.kv_bytes(), target});
+  }
+  using Kivi = std::tuple<int, const char*, double>;
+  for (auto [bits, name, target] : {Kivi{4, "kivi-4", 0.3}, Kivi{2, "kivi-2", 0.0}}) {
+    double bytes = 0;
+    const double t = kivi_seconds(bits, context, bytes);
+    rows.push_back({name, t, bytes, target});
+  }
+  for (const Row& r : rows) {
+    const double fraction = r.bytes / r.seconds / copy;
+    std::printf("  %-6s %9.1f us %7.1f GB/s %5.0f%% of copy", r.name, r.seconds * 1e6, r.bytes / r.seconds / 1e9, 100 * fraction);
+    if (r.target > 0) std::printf("  (target %.0f%%: %s)", 100 * r.target, fraction >= r.target ? "met" : "not met");
+    std::printf("\n");
+  }
+#ifdef _OPENMP
+  omp_set_num_threads(threads);
+#endif
+}
+
 void bench_cpu(bool quick) {
   const double copy = cpu_copy_bandwidth();
   std::printf("cpu copy bandwidth (memcpy 256 MiB, read+write): %.1f GB/s\n", copy / 1e9);
+  bench_cpu_single_thread(copy);
   std::printf("%-6s %-5s %8s %6s %12s %10s %8s %10s\n", "device", "kv", "context", "batch", "time_us", "GB/s", "of_copy",
               "vs_fp16");
   for (int context : quick ? std::vector<int>{1024, 8192} : std::vector<int>{1024, 8192, 32768, 131072}) {

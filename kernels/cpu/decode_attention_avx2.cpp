@@ -3,13 +3,15 @@
 // This file alone is compiled with -mavx2 -mfma -mf16c; decode_attention() calls it only after
 // checking the CPU (decode_attention_avx2_supported()), so the rest of the program stays baseline.
 //
-// Per (sequence, KV head) the GQA group's query heads share every K and V vector read:
+// Per sequence, a range of its KV heads at once (their vectors lie side by side in each token's
+// row, so the passes read memory in order), and per KV head the GQA group's query heads share
+// every K and V vector read:
 //   K pass  one token at a time, the dot products of all the group's heads accumulated in
 //           registers (fp16 widened 8 at a time by vcvtph2ps, e4m3 moved into fp16 bits first,
-//           quantised groups dequantised into a small buffer first);
+//           8- and 4-bit codes dequantised 8 at a time, 2-bit groups into a small buffer first);
 //   softmax a vectorised exp;
-//   V pass  tiles of tokens: each tile's vectors stay in L1 while the output is accumulated in
-//           registers 16 dimensions at a time.
+//   V pass  tiles of tokens: the output is accumulated in registers 16 dimensions at a time
+//           across each tile's vectors.
 #include "kernels/cpu/decode_attention_simd.h"
 
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
@@ -39,18 +41,18 @@ __m128 horizontal_sums4(__m256 a, __m256 b, __m256 c, __m256 d) {
   return _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
 }
 
-// Stores each of G heads' accumulated dot product (acc[g], plus extra[g]) times `scale` at
+// Stores each of G heads' accumulated dot product (the lanes of acc[g]) times `scale` at
 // scores[g * ctx + t].
 template <int G>
-void store_scores(const __m256* acc, const float* extra, float scale, int ctx, int t, float* scores) {
+void store_scores(const __m256* acc, float scale, int ctx, int t, float* scores) {
   if constexpr (G % 4 == 0) {
     for (int g = 0; g < G; g += 4) {
       alignas(16) float four[4];
       _mm_store_ps(four, horizontal_sums4(acc[g], acc[g + 1], acc[g + 2], acc[g + 3]));
-      for (int i = 0; i < 4; ++i) scores[static_cast<std::size_t>(g + i) * ctx + t] = (four[i] + extra[g + i]) * scale;
+      for (int i = 0; i < 4; ++i) scores[static_cast<std::size_t>(g + i) * ctx + t] = four[i] * scale;
     }
   } else {
-    for (int g = 0; g < G; ++g) scores[static_cast<std::size_t>(g) * ctx + t] = (horizontal_sum(acc[g]) + extra[g]) * scale;
+    for (int g = 0; g < G; ++g) scores[static_cast<std::size_t>(g) * ctx + t] = horizontal_sum(acc[g]) * scale;
   }
 }
 
@@ -164,6 +166,10 @@ void dequantize(const std::uint8_t* in, const KvFormat& f, float* out) {
 void prefetch(const std::uint8_t* p, std::size_t bytes) {
   for (std::size_t off = 0; off < bytes; off += 64) _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T0);
 }
+// The same into L2 only: for a whole tile ahead, which would push the tile in use out of L1.
+void prefetch_l2(const std::uint8_t* p, std::size_t bytes) {
+  for (std::size_t off = 0; off < bytes; off += 64) _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T1);
+}
 
 constexpr int kAhead = 8;  // tokens the K pass prefetches ahead
 
@@ -208,7 +214,6 @@ void key_scores_over(const DecodeAttentionArgs& a, const std::int32_t* table, co
   const std::size_t bytes = f.vector_bytes();
   const float score_scale = a.scale * element_factor(f);
   constexpr int kChains = G >= 8 ? 1 : 2;
-  constexpr float kNoExtra[G] = {};
   for (int t = 0; t < ctx; ++t) {
     const std::uint8_t* row = a.k_cache + a.shape.offset(table[t / a.shape.block_size], t % a.shape.block_size, heads.first);
     if (t + kAhead < ctx) {
@@ -217,42 +222,42 @@ void key_scores_over(const DecodeAttentionArgs& a, const std::int32_t* table, co
                bytes * static_cast<std::size_t>(heads.count));
     }
     for (int h = 0; h < heads.count; ++h) {
-    const std::uint8_t* k = row + static_cast<std::size_t>(h) * bytes;
-    const float* q_h = q + static_cast<std::size_t>(h) * G * hd;
-    float* scores_h = scores + static_cast<std::size_t>(h) * G * ctx;
-    __m256 acc[kChains][G];
-    for (int c = 0; c < kChains; ++c)
-      for (int g = 0; g < G; ++g) acc[c][g] = _mm256_setzero_ps();
-    auto dot16 = [&](const float* qc, __m256 lo, __m256 hi) {
-      for (int g = 0; g < G; ++g) {
-        acc[0][g] = _mm256_fmadd_ps(_mm256_loadu_ps(qc + g * hd), lo, acc[0][g]);
-        acc[kChains - 1][g] = _mm256_fmadd_ps(_mm256_loadu_ps(qc + g * hd + 8), hi, acc[kChains - 1][g]);
-      }
-    };
-    if constexpr (Bits == 8 || Bits == 4) {
-      for (int gi = 0; gi < f.groups(); ++gi) {
-        const Group group = group_at(k, f, gi);
-        const __m256 scale = _mm256_set1_ps(group.scale), zero = _mm256_set1_ps(group.zero);
-        for (int c = 0; c < f.group; c += 16) {
-          __m256 lo, hi;
-          if constexpr (Bits == 8) {
-            lo = codes8(group.codes + c);
-            hi = codes8(group.codes + c + 8);
-          } else {
-            codes4_split(group.codes + c / 2, lo, hi);  // the query is in the same even/odd order
-          }
-          dot16(q_h + gi * f.group + c, _mm256_fmadd_ps(lo, scale, zero), _mm256_fmadd_ps(hi, scale, zero));
+      const std::uint8_t* k = row + static_cast<std::size_t>(h) * bytes;
+      const float* q_h = q + static_cast<std::size_t>(h) * G * hd;
+      float* scores_h = scores + static_cast<std::size_t>(h) * G * ctx;
+      __m256 acc[kChains][G];
+      for (int c = 0; c < kChains; ++c)
+        for (int g = 0; g < G; ++g) acc[c][g] = _mm256_setzero_ps();
+      auto dot16 = [&](const float* qc, __m256 lo, __m256 hi) {
+        for (int g = 0; g < G; ++g) {
+          acc[0][g] = _mm256_fmadd_ps(_mm256_loadu_ps(qc + g * hd), lo, acc[0][g]);
+          acc[kChains - 1][g] = _mm256_fmadd_ps(_mm256_loadu_ps(qc + g * hd + 8), hi, acc[kChains - 1][g]);
         }
+      };
+      if constexpr (Bits == 8 || Bits == 4) {
+        for (int gi = 0; gi < f.groups(); ++gi) {
+          const Group group = group_at(k, f, gi);
+          const __m256 scale = _mm256_set1_ps(group.scale), zero = _mm256_set1_ps(group.zero);
+          for (int c = 0; c < f.group; c += 16) {
+            __m256 lo, hi;
+            if constexpr (Bits == 8) {
+              lo = codes8(group.codes + c);
+              hi = codes8(group.codes + c + 8);
+            } else {
+              codes4_split(group.codes + c / 2, lo, hi);  // the query is in the same even/odd order
+            }
+            dot16(q_h + gi * f.group + c, _mm256_fmadd_ps(lo, scale, zero), _mm256_fmadd_ps(hi, scale, zero));
+          }
+        }
+      } else if (f.quantized()) {  // 2 bits: dequantised whole first
+        dequantize(k, f, buffer);
+        for (int c = 0; c < hd; c += 16) dot16(q_h + c, _mm256_load_ps(buffer + c), _mm256_load_ps(buffer + c + 8));
+      } else {
+        for (int c = 0; c < hd; c += 16) dot16(q_h + c, load_floating(k, f, c), load_floating(k, f, c + 8));
       }
-    } else if (f.quantized()) {  // 2 bits: dequantised whole first
-      dequantize(k, f, buffer);
-      for (int c = 0; c < hd; c += 16) dot16(q_h + c, _mm256_load_ps(buffer + c), _mm256_load_ps(buffer + c + 8));
-    } else {
-      for (int c = 0; c < hd; c += 16) dot16(q_h + c, load_floating(k, f, c), load_floating(k, f, c + 8));
-    }
-    if constexpr (kChains == 2)
-      for (int g = 0; g < G; ++g) acc[0][g] = _mm256_add_ps(acc[0][g], acc[1][g]);
-    store_scores<G>(acc[0], kNoExtra, score_scale, ctx, t, scores_h);
+      if constexpr (kChains == 2)
+        for (int g = 0; g < G; ++g) acc[0][g] = _mm256_add_ps(acc[0][g], acc[1][g]);
+      store_scores<G>(acc[0], score_scale, ctx, t, scores_h);
     }
   }
 }
@@ -303,7 +308,7 @@ void weighted_values(const DecodeAttentionArgs& a, const std::int32_t* table, co
     const int n = std::min(kTile, ctx - t0);
     for (int j = 0; j < n; ++j) {
       rows[j] = row(t0 + j);
-      if (t0 + kTile + j < ctx) prefetch(row(t0 + kTile + j), span);  // the next tile, while this one computes
+      if (t0 + kTile + j < ctx) prefetch_l2(row(t0 + kTile + j), span);  // the next tile, while this one computes
     }
     for (int h = 0; h < heads.count; ++h) {
       const float* p_h = p + static_cast<std::size_t>(h) * G * ctx;
