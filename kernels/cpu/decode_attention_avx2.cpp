@@ -128,33 +128,88 @@ void codes4_split(const std::uint8_t* p, __m256& even, __m256& odd) {
 // position(c + j) for j < 16 within a chunk starting at c.
 int even_odd_position(int j) { return j % 2 == 0 ? j / 2 : 8 + j / 2; }
 
-// A quantisation group: its packed codes, then the fp16 scale and zero point behind them.
+// The cache's geometry, derived once per call: KvFormat and PagedShape compute each figure through
+// switches and divisions, which cost more than a token's arithmetic when repeated for every token.
+struct Layout {
+  std::size_t vector_bytes, token_stride, block_stride;
+  int block_size, group, groups, group_bytes, code_bytes;
+  explicit Layout(const PagedShape& s)
+      : vector_bytes(s.format.vector_bytes()),
+        token_stride(s.token_stride()),
+        block_stride(s.block_stride()),
+        block_size(s.block_size),
+        group(s.format.group),
+        groups(s.format.quantized() ? s.format.groups() : 1),
+        group_bytes(s.format.group_bytes()),
+        code_bytes(s.format.code_bytes_per_group()) {}
+};
+
+// A sequence's rows in token order (each row: a token's vectors of a range of KV heads, side by
+// side), its block and slot advanced together instead of divided out for every token.
+class Rows {
+ public:
+  Rows(const std::uint8_t* cache, const std::int32_t* table, const Layout& layout, int first_head, int ctx, int start)
+      : cache_(cache + static_cast<std::size_t>(first_head) * layout.vector_bytes),
+        table_(table),
+        layout_(layout),
+        ctx_(ctx),
+        t_(start),
+        block_(start / layout.block_size),
+        slot_(start % layout.block_size) {
+    if (valid()) row_ = block_start() + static_cast<std::size_t>(slot_) * layout_.token_stride;
+  }
+  [[nodiscard]] bool valid() const { return t_ < ctx_; }
+  [[nodiscard]] const std::uint8_t* row() const { return row_; }
+  void next() {
+    ++t_;
+    if (++slot_ == layout_.block_size) {
+      slot_ = 0;
+      ++block_;
+      if (valid()) row_ = block_start();  // the block table is read only for tokens the sequence has
+    } else {
+      row_ += layout_.token_stride;
+    }
+  }
+
+ private:
+  [[nodiscard]] const std::uint8_t* block_start() const {
+    return cache_ + static_cast<std::size_t>(table_[block_]) * layout_.block_stride;
+  }
+  const std::uint8_t* cache_;
+  const std::int32_t* table_;
+  const Layout& layout_;
+  int ctx_, t_, block_, slot_;
+  const std::uint8_t* row_ = nullptr;
+};
+
+// A quantisation group: its packed codes, then the fp16 scale and zero point behind them (both
+// widened by one vcvtph2ps).
 struct Group {
   const std::uint8_t* codes;
   float scale, zero;
 };
-Group group_at(const std::uint8_t* vector, const KvFormat& f, int index) {
-  const std::uint8_t* base = vector + static_cast<std::size_t>(index) * f.group_bytes();
-  std::uint16_t params[2];
-  std::memcpy(params, base + f.code_bytes_per_group(), 4);
-  return {base, _cvtsh_ss(params[0]), _cvtsh_ss(params[1])};
+Group group_at(const std::uint8_t* vector, const Layout& layout, int index) {
+  const std::uint8_t* base = vector + static_cast<std::size_t>(index) * layout.group_bytes;
+  std::int32_t params;
+  std::memcpy(&params, base + layout.code_bytes, 4);
+  const __m128 both = _mm_cvtph_ps(_mm_cvtsi32_si128(params));
+  return {base, _mm_cvtss_f32(both), _mm_cvtss_f32(_mm_movehdup_ps(both))};
 }
 
 // One quantised vector into floats: code * scale + zero per group (bits 8, 4 or 2).
-void dequantize(const std::uint8_t* in, const KvFormat& f, float* out) {
-  const int code_bytes = f.code_bytes_per_group();
-  for (int g = 0; g < f.groups(); ++g) {
-    const Group group = group_at(in, f, g);
+void dequantize(const std::uint8_t* in, const KvFormat& f, const Layout& layout, float* out) {
+  for (int g = 0; g < layout.groups; ++g) {
+    const Group group = group_at(in, layout, g);
     const std::uint8_t* base = group.codes;
     const __m256 scale = _mm256_set1_ps(group.scale);
     const __m256 zero = _mm256_set1_ps(group.zero);
-    float* o = out + g * f.group;
+    float* o = out + g * layout.group;
     if (f.bits() == 8) {
-      for (int i = 0; i < code_bytes; i += 8) _mm256_storeu_ps(o + i, _mm256_fmadd_ps(codes8(base + i), scale, zero));
+      for (int i = 0; i < layout.code_bytes; i += 8) _mm256_storeu_ps(o + i, _mm256_fmadd_ps(codes8(base + i), scale, zero));
     } else if (f.bits() == 4) {
-      for (int i = 0; i < code_bytes; i += 4) _mm256_storeu_ps(o + 2 * i, _mm256_fmadd_ps(codes4(base + i), scale, zero));
+      for (int i = 0; i < layout.code_bytes; i += 4) _mm256_storeu_ps(o + 2 * i, _mm256_fmadd_ps(codes4(base + i), scale, zero));
     } else {
-      for (int i = 0; i < code_bytes; ++i) {
+      for (int i = 0; i < layout.code_bytes; ++i) {
         for (int k = 0; k < 4; ++k) o[4 * i + k] = static_cast<float>((base[i] >> (2 * k)) & 0x3) * group.scale + group.zero;
       }
     }
@@ -210,17 +265,15 @@ template <int G, int Bits>
 void key_scores_over(const DecodeAttentionArgs& a, const std::int32_t* table, const float* q, const Heads& heads, int ctx,
                      float* scores, float* buffer) {
   const KvFormat& f = a.shape.format;
+  const Layout layout(a.shape);
   const int hd = f.head_dim;
-  const std::size_t bytes = f.vector_bytes();
+  const std::size_t bytes = layout.vector_bytes, span = bytes * static_cast<std::size_t>(heads.count);
   const float score_scale = a.scale * element_factor(f);
   constexpr int kChains = G >= 8 ? 1 : 2;
-  for (int t = 0; t < ctx; ++t) {
-    const std::uint8_t* row = a.k_cache + a.shape.offset(table[t / a.shape.block_size], t % a.shape.block_size, heads.first);
-    if (t + kAhead < ctx) {
-      const int ahead = t + kAhead;
-      prefetch(a.k_cache + a.shape.offset(table[ahead / a.shape.block_size], ahead % a.shape.block_size, heads.first),
-               bytes * static_cast<std::size_t>(heads.count));
-    }
+  Rows rows(a.k_cache, table, layout, heads.first, ctx, 0), ahead(a.k_cache, table, layout, heads.first, ctx, kAhead);
+  for (int t = 0; t < ctx; ++t, rows.next(), ahead.next()) {
+    if (ahead.valid()) prefetch(ahead.row(), span);
+    const std::uint8_t* row = rows.row();
     for (int h = 0; h < heads.count; ++h) {
       const std::uint8_t* k = row + static_cast<std::size_t>(h) * bytes;
       const float* q_h = q + static_cast<std::size_t>(h) * G * hd;
@@ -235,10 +288,10 @@ void key_scores_over(const DecodeAttentionArgs& a, const std::int32_t* table, co
         }
       };
       if constexpr (Bits == 8 || Bits == 4) {
-        for (int gi = 0; gi < f.groups(); ++gi) {
-          const Group group = group_at(k, f, gi);
+        for (int gi = 0; gi < layout.groups; ++gi) {
+          const Group group = group_at(k, layout, gi);
           const __m256 scale = _mm256_set1_ps(group.scale), zero = _mm256_set1_ps(group.zero);
-          for (int c = 0; c < f.group; c += 16) {
+          for (int c = 0; c < layout.group; c += 16) {
             __m256 lo, hi;
             if constexpr (Bits == 8) {
               lo = codes8(group.codes + c);
@@ -246,11 +299,11 @@ void key_scores_over(const DecodeAttentionArgs& a, const std::int32_t* table, co
             } else {
               codes4_split(group.codes + c / 2, lo, hi);  // the query is in the same even/odd order
             }
-            dot16(q_h + gi * f.group + c, _mm256_fmadd_ps(lo, scale, zero), _mm256_fmadd_ps(hi, scale, zero));
+            dot16(q_h + gi * layout.group + c, _mm256_fmadd_ps(lo, scale, zero), _mm256_fmadd_ps(hi, scale, zero));
           }
         }
       } else if (f.quantized()) {  // 2 bits: dequantised whole first
-        dequantize(k, f, buffer);
+        dequantize(k, f, layout, buffer);
         for (int c = 0; c < hd; c += 16) dot16(q_h + c, _mm256_load_ps(buffer + c), _mm256_load_ps(buffer + c + 8));
       } else {
         for (int c = 0; c < hd; c += 16) dot16(q_h + c, load_floating(k, f, c), load_floating(k, f, c + 8));
@@ -282,52 +335,55 @@ void key_scores(const DecodeAttentionArgs& a, const std::int32_t* table, const f
 }
 
 // The V pass for G query heads of each KV head: out_g = sum_t p_g[t] v_t / denominator_g, tile by
-// tile; a tile's vectors of all the heads are read in order. int8 and int4 values are accumulated
-// in code space: per group, sum_t p_t (scale_t code_t + zero_t) = sum_t (p_t scale_t) code_t +
-// sum_t p_t zero_t, so a token's codes are widened once and multiplied straight away, and its zero
-// points fall into one scalar per group and head.
-template <int G>
-void weighted_values(const DecodeAttentionArgs& a, const std::int32_t* table, const Heads& heads, int ctx, const float* p,
-                     const float* denominators, float* out, float* acc_store, float* tile_buffer) {
+// tile; a tile's vectors of all the heads are read in order. With Bits 8 or 4, values are
+// accumulated in code space: per group, sum_t p_t (scale_t code_t + zero_t) = sum_t (p_t scale_t)
+// code_t + sum_t p_t zero_t, so a token's codes are widened once and multiplied straight away, and
+// its zero points fall into one scalar per group and head. Otherwise (fp16, e4m3, or 2-bit groups
+// dequantised first) values are widened to floats.
+template <int G, int Bits>
+void weighted_values_over(const DecodeAttentionArgs& a, const std::int32_t* table, const Heads& heads, int ctx,
+                          const float* p, const float* denominators, float* out, float* acc_store, float* tile_buffer) {
+  constexpr bool kCodeSpace = Bits == 8 || Bits == 4;
   const KvFormat& f = a.shape.format;
-  const int hd = f.head_dim;
-  const bool code_space = f.quantized() && (f.bits() == 8 || f.bits() == 4) && f.group % 16 == 0;
-  const int groups = f.quantized() ? f.groups() : 1;
-  const std::size_t bytes = f.vector_bytes();
-  const std::size_t span = bytes * static_cast<std::size_t>(heads.count);  // a token's vectors of the heads
+  const Layout layout(a.shape);
+  const int hd = f.head_dim, groups = layout.groups;
+  const std::size_t bytes = layout.vector_bytes, span = bytes * static_cast<std::size_t>(heads.count);
   std::fill(acc_store, acc_store + static_cast<std::size_t>(heads.count) * G * hd, 0.f);
-  thread_local std::vector<float> zero_store;  // code space: sum_t p_t zero_t per head and group
-  zero_store.assign(static_cast<std::size_t>(heads.count) * G * groups, 0.f);
-  alignas(32) float weights[kTile][G][16];     // code space: p_t scale_t per token, head and group (<= 16 groups)
+  thread_local std::vector<float> zero_store;  // code space: sum_t p_t zero_t, [head][group][g]
+  zero_store.assign(static_cast<std::size_t>(heads.count) * groups * G, 0.f);
+  alignas(32) float weights[kTile][16][G];     // code space: p_t scale_t, [token][group][g] (<= 16 groups)
+  alignas(32) float probs[kTile][G];           // the tile's probabilities, token-major
   const std::uint8_t* rows[kTile];
-  auto row = [&](int t) {
-    return a.v_cache + a.shape.offset(table[t / a.shape.block_size], t % a.shape.block_size, heads.first);
-  };
-  for (int t = 0; t < std::min(kTile, ctx); ++t) prefetch(row(t), span);
+  Rows current(a.v_cache, table, layout, heads.first, ctx, 0), ahead(a.v_cache, table, layout, heads.first, ctx, 0);
+  for (int t = 0; t < std::min(kTile, ctx); ++t, ahead.next()) prefetch(ahead.row(), span);
   for (int t0 = 0; t0 < ctx; t0 += kTile) {
     const int n = std::min(kTile, ctx - t0);
-    for (int j = 0; j < n; ++j) {
-      rows[j] = row(t0 + j);
-      if (t0 + kTile + j < ctx) prefetch_l2(row(t0 + kTile + j), span);  // the next tile, while this one computes
+    for (int j = 0; j < n; ++j, current.next()) {
+      rows[j] = current.row();
+      if (ahead.valid()) {  // the next tile, while this one computes
+        prefetch_l2(ahead.row(), span);
+        ahead.next();
+      }
     }
     for (int h = 0; h < heads.count; ++h) {
-      const float* p_h = p + static_cast<std::size_t>(h) * G * ctx;
+      const float* p_h = p + static_cast<std::size_t>(h) * G * ctx + t0;
       float* acc_h = acc_store + static_cast<std::size_t>(h) * G * hd;
-      float* zero_sums = zero_store.data() + static_cast<std::size_t>(h) * G * groups;
       const std::size_t at = static_cast<std::size_t>(h) * bytes;  // the head's vector within a row
-      for (int j = 0; j < n; ++j) {
-        if (code_space) {
+      for (int j = 0; j < n; ++j)
+        for (int g = 0; g < G; ++g) probs[j][g] = p_h[static_cast<std::size_t>(g) * ctx + j];
+      if constexpr (kCodeSpace) {
+        float* zero_sums = zero_store.data() + static_cast<std::size_t>(h) * groups * G;
+        for (int j = 0; j < n; ++j) {
           for (int gi = 0; gi < groups; ++gi) {
-            const Group group = group_at(rows[j] + at, f, gi);
+            const Group group = group_at(rows[j] + at, layout, gi);
             for (int g = 0; g < G; ++g) {
-              const float pt = p_h[static_cast<std::size_t>(g) * ctx + t0 + j];
-              weights[j][g][gi] = pt * group.scale;
-              zero_sums[g * groups + gi] += pt * group.zero;
+              weights[j][gi][g] = probs[j][g] * group.scale;
+              zero_sums[gi * G + g] += probs[j][g] * group.zero;
             }
           }
-        } else if (f.quantized()) {
-          dequantize(rows[j] + at, f, tile_buffer + static_cast<std::size_t>(j) * hd);
         }
+      } else if (f.quantized()) {
+        for (int j = 0; j < n; ++j) dequantize(rows[j] + at, f, layout, tile_buffer + static_cast<std::size_t>(j) * hd);
       }
       // 16 dimensions at a time: 2 G accumulators in registers across the tile's tokens (int4: the
       // chunk's even dimensions in the first, its odd ones in the second).
@@ -337,35 +393,38 @@ void weighted_values(const DecodeAttentionArgs& a, const std::int32_t* table, co
           acc[g][0] = _mm256_loadu_ps(acc_h + g * hd + c);
           acc[g][1] = _mm256_loadu_ps(acc_h + g * hd + c + 8);
         }
-        const int gi = f.quantized() ? c / f.group : 0, within = f.quantized() ? c % f.group : 0;
-        for (int j = 0; j < n; ++j) {
-          __m256 v0, v1;
-          if (code_space) {
-            const std::uint8_t* codes = rows[j] + at + static_cast<std::size_t>(gi) * f.group_bytes();
-            if (f.bits() == 8) {
-              v0 = codes8(codes + within);
-              v1 = codes8(codes + within + 8);
+        if constexpr (kCodeSpace) {
+          const int gi = c / layout.group, within = c % layout.group;
+          const std::size_t codes_at = at + static_cast<std::size_t>(gi) * layout.group_bytes + (Bits == 8 ? within : within / 2);
+          for (int j = 0; j < n; ++j) {
+            __m256 v0, v1;
+            if constexpr (Bits == 8) {
+              v0 = codes8(rows[j] + codes_at);
+              v1 = codes8(rows[j] + codes_at + 8);
             } else {
-              codes4_split(codes + within / 2, v0, v1);
+              codes4_split(rows[j] + codes_at, v0, v1);
             }
             for (int g = 0; g < G; ++g) {
-              const __m256 w = _mm256_broadcast_ss(&weights[j][g][gi]);
+              const __m256 w = _mm256_broadcast_ss(&weights[j][gi][g]);
               acc[g][0] = _mm256_fmadd_ps(w, v0, acc[g][0]);
               acc[g][1] = _mm256_fmadd_ps(w, v1, acc[g][1]);
             }
-            continue;
           }
-          if (f.quantized()) {
-            v0 = _mm256_load_ps(tile_buffer + static_cast<std::size_t>(j) * hd + c);
-            v1 = _mm256_load_ps(tile_buffer + static_cast<std::size_t>(j) * hd + c + 8);
-          } else {
-            v0 = load_floating(rows[j] + at, f, c);
-            v1 = load_floating(rows[j] + at, f, c + 8);
-          }
-          for (int g = 0; g < G; ++g) {
-            const __m256 w = _mm256_broadcast_ss(p_h + static_cast<std::size_t>(g) * ctx + t0 + j);
-            acc[g][0] = _mm256_fmadd_ps(w, v0, acc[g][0]);
-            acc[g][1] = _mm256_fmadd_ps(w, v1, acc[g][1]);
+        } else {
+          for (int j = 0; j < n; ++j) {
+            __m256 v0, v1;
+            if (f.quantized()) {
+              v0 = _mm256_load_ps(tile_buffer + static_cast<std::size_t>(j) * hd + c);
+              v1 = _mm256_load_ps(tile_buffer + static_cast<std::size_t>(j) * hd + c + 8);
+            } else {
+              v0 = load_floating(rows[j] + at, f, c);
+              v1 = load_floating(rows[j] + at, f, c + 8);
+            }
+            for (int g = 0; g < G; ++g) {
+              const __m256 w = _mm256_broadcast_ss(&probs[j][g]);
+              acc[g][0] = _mm256_fmadd_ps(w, v0, acc[g][0]);
+              acc[g][1] = _mm256_fmadd_ps(w, v1, acc[g][1]);
+            }
           }
         }
         for (int g = 0; g < G; ++g) {
@@ -375,16 +434,27 @@ void weighted_values(const DecodeAttentionArgs& a, const std::int32_t* table, co
       }
     }
   }
-  const bool split4 = code_space && f.bits() == 4;
-  for (int g = 0; g < G * heads.count; ++g) {
-    const float inv = element_factor(f) / denominators[g];
+  for (int head = 0; head < G * heads.count; ++head) {  // the query heads, in order
+    const int h = head / G, g = head % G;
+    const float inv = element_factor(f) / denominators[head];
     for (int c = 0; c < hd; ++c) {
       const int chunk = c - c % 16;
-      const float sum = acc_store[g * hd + (split4 ? chunk + even_odd_position(c % 16) : c)] +
-                        (code_space ? zero_store[static_cast<std::size_t>(g) * groups + c / f.group] : 0.f);
-      out[g * hd + c] = sum * inv;
+      float sum = acc_store[head * hd + (Bits == 4 ? chunk + even_odd_position(c % 16) : c)];
+      if constexpr (kCodeSpace) sum += zero_store[(static_cast<std::size_t>(h) * groups + c / layout.group) * G + g];
+      out[head * hd + c] = sum * inv;
     }
   }
+}
+
+template <int G>
+void weighted_values(const DecodeAttentionArgs& a, const std::int32_t* table, const Heads& heads, int ctx, const float* p,
+                     const float* denominators, float* out, float* acc_store, float* tile_buffer) {
+  const KvFormat& f = a.shape.format;
+  if (f.quantized() && f.group % 16 == 0 && f.bits() == 8)
+    return weighted_values_over<G, 8>(a, table, heads, ctx, p, denominators, out, acc_store, tile_buffer);
+  if (f.quantized() && f.group % 16 == 0 && f.bits() == 4)
+    return weighted_values_over<G, 4>(a, table, heads, ctx, p, denominators, out, acc_store, tile_buffer);
+  weighted_values_over<G, 0>(a, table, heads, ctx, p, denominators, out, acc_store, tile_buffer);
 }
 
 template <int G>
