@@ -39,8 +39,19 @@ struct InterNodeFabric {
   int nics_per_node = 8;
   BytesPerSec nic_bandwidth;  ///< per NIC, per direction
   Seconds latency;
+  /// fat_tree: each node's uplink to a non-blocking core carries its NICs' bandwidth over
+  /// `oversubscription`. leaf_spine: `nodes_per_leaf` nodes hang off each leaf switch at their
+  /// NICs' full bandwidth, and each leaf's uplink to the spine carries its nodes' NIC bandwidth
+  /// over `oversubscription`.
   Topology topology = Topology::fat_tree;
-  double oversubscription = 1.0;  ///< >= 1; 2 means the spine carries half the leaves' bandwidth
+  double oversubscription = 1.0;  ///< >= 1; 2 means the uplinks carry half the bandwidth below them
+  int nodes_per_leaf = 0;         ///< leaf_spine only: nodes on each leaf switch (the last leaf may have fewer)
+  [[nodiscard]] bool leaf_spine() const { return topology == Topology::leaf_spine; }
+  /// The leaf switch of a node (leaf_spine), or the node itself (fat_tree: every node its own leaf).
+  [[nodiscard]] int leaf_of(int node) const { return leaf_spine() ? node / nodes_per_leaf : node; }
+  /// What a node's own uplink divides its NICs' bandwidth by: the oversubscription, unless a leaf
+  /// level above takes it.
+  [[nodiscard]] double node_uplink_oversubscription() const { return leaf_spine() ? 1.0 : oversubscription; }
 };
 
 struct HostSpec {

@@ -52,8 +52,14 @@ void declare_cluster(Table& t) {
       .at_least(1).derived("gpus_per_node");
   t.add("cluster.inter_node.nic_bandwidth", K::bandwidth, "400Gbps", "per NIC, per direction").at_least(kMinBandwidth);
   t.add("cluster.inter_node.latency", K::duration, "5us", "per message").at_least(0);
-  t.add("cluster.inter_node.topology", K::choice, "fat-tree", "fabric between nodes").choices(names(kTopologyNames));
-  t.add("cluster.inter_node.oversubscription", K::number, "1", "leaf uplink oversubscription (1 = non-blocking)").at_least(1);
+  t.add("cluster.inter_node.topology", K::choice, "fat-tree",
+        "fabric between nodes: fat-tree (each node's uplink to a non-blocking core) or leaf-spine "
+        "(nodes_per_leaf nodes on each leaf switch, leaves joined by a spine)").choices(names(kTopologyNames));
+  t.add("cluster.inter_node.oversubscription", K::number, "1",
+        "uplink oversubscription (1 = non-blocking): a node's uplink with fat-tree, a leaf's uplink to the spine with leaf-spine")
+      .at_least(1);
+  t.add("cluster.inter_node.nodes_per_leaf", K::integer, none, "leaf-spine: nodes on each leaf switch")
+      .at_least(1).derived("required with topology leaf-spine");
 
   t.add("cluster.host.memory", K::bytes, "2TiB", "host DRAM per node").above(0);
   t.add("cluster.host.pcie_bandwidth", K::bandwidth, none, "GPU to host DRAM, per GPU, per direction")

@@ -20,11 +20,16 @@ std::vector<double> idle_transfer_seconds(const std::vector<Flow>& flows, const 
   const CollectiveModel model(c);
   const double intra_bw = model.usable_intra_node_bandwidth().value();
   const double nic_bw = model.usable_nic_bandwidth().value();
-  const double uplink_bw = c.inter_node.nics_per_node * nic_bw / c.inter_node.oversubscription;
+  const double uplink_bw = c.inter_node.nics_per_node * nic_bw / c.inter_node.node_uplink_oversubscription();
   const int nics = c.inter_node.nics_per_node;
   // Flows crossing each link, by direction: [0] leaving, [1] arriving. Keyed by the links the flows
   // touch (not sized by the cluster), so a collective costs its flows, not its cluster's GPUs.
-  std::unordered_map<std::size_t, int> intra[2], nic[2], uplink[2];
+  std::unordered_map<std::size_t, int> intra[2], nic[2], uplink[2], leaf_uplink[2];
+  auto leaf_of = [&](int gpu) { return static_cast<std::size_t>(c.inter_node.leaf_of(node_of_gpu[gpu])); };
+  auto leaf_uplink_bw = [&](std::size_t leaf) {  // its nodes' NICs over the oversubscription (the last leaf may be short)
+    const int members = std::min(c.inter_node.nodes_per_leaf, c.nodes - static_cast<int>(leaf) * c.inter_node.nodes_per_leaf);
+    return members * nics * nic_bw / c.inter_node.oversubscription;
+  };
   auto nic_of = [&](int gpu) { return static_cast<std::size_t>(node_of_gpu[gpu]) * nics + gpu % c.gpus_per_node % nics; };
   auto node_of = [&](int gpu) { return static_cast<std::size_t>(node_of_gpu[gpu]); };
   auto gpu_key = [](int gpu) { return static_cast<std::size_t>(gpu); };
@@ -35,6 +40,7 @@ std::vector<double> idle_transfer_seconds(const std::vector<Flow>& flows, const 
     } else {
       ++nic[0][nic_of(f.src)], ++nic[1][nic_of(f.dst)];
       ++uplink[0][node_of(f.src)], ++uplink[1][node_of(f.dst)];
+      if (c.inter_node.leaf_spine() && leaf_of(f.src) != leaf_of(f.dst)) ++leaf_uplink[0][leaf_of(f.src)], ++leaf_uplink[1][leaf_of(f.dst)];
     }
   }
   std::vector<double> seconds;
@@ -50,6 +56,10 @@ std::vector<double> idle_transfer_seconds(const std::vector<Flow>& flows, const 
     } else {
       rate = std::min(nic_bw / std::max(nic[0][nic_of(f.src)], nic[1][nic_of(f.dst)]),
                       uplink_bw / std::max(uplink[0][node_of(f.src)], uplink[1][node_of(f.dst)]));
+      if (c.inter_node.leaf_spine() && leaf_of(f.src) != leaf_of(f.dst)) {
+        rate = std::min({rate, leaf_uplink_bw(leaf_of(f.src)) / leaf_uplink[0][leaf_of(f.src)],
+                         leaf_uplink_bw(leaf_of(f.dst)) / leaf_uplink[1][leaf_of(f.dst)]});
+      }
     }
     seconds.push_back(f.bytes / rate);
   }

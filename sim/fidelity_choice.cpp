@@ -41,6 +41,14 @@ NodeChoice simulated_nodes(const Scenario& scenario, const Plan& plan) {
   // Fast fidelity keeps two nodes of each stage (one could not carry inter-node traffic). Stages
   // must own whole nodes.
   const bool automatic = asked == Fidelity::automatic;
+  if (c.inter_node.leaf_spine() && c.inter_node.oversubscription > 1 && c.nodes > c.inter_node.nodes_per_leaf) {
+    // Which flows share a leaf's uplink to the spine depends on where every node sits: two nodes of
+    // a stage cannot stand for the others.
+    choice.reason = std::string(automatic ? "auto" : "fast") +
+                    ": full, the nodes span several leaves of an oversubscribed leaf-spine fabric, which folding "
+                    "nodes would not keep";
+    return choice;
+  }
   if (c.nodes % stages != 0) {
     if (automatic) choice.reason = "auto: full, the pipeline stages do not own whole nodes";
     return choice;

@@ -1,5 +1,6 @@
 #include "sim/platform.h"
 
+#include <algorithm>
 #include <map>
 #include <string>
 
@@ -18,9 +19,34 @@ Platform build_platform(const Cluster& c, const std::vector<const Cluster*>& nod
   // Links carry what collectives can reach on them (the collective model's usable bandwidths).
   const CollectiveModel model(c);
   const double nic_bw = model.usable_nic_bandwidth().value();
-  const double uplink_bw = c.inter_node.nics_per_node * nic_bw / c.inter_node.oversubscription;
-  // A message between nodes crosses two NICs and two uplinks: a quarter of the latency each.
+  const double uplink_bw = c.inter_node.nics_per_node * nic_bw / c.inter_node.node_uplink_oversubscription();
+  // A message between nodes crosses two NICs and two uplinks: a quarter of the latency each. (A
+  // leaf's uplinks to the spine add none: inter_node.latency is the whole fabric's.)
   const double hop_latency = c.inter_node.latency.value() / 4;
+  // Leaf-spine: each leaf a star zone of its nodes under the fabric's, its uplink carrying its
+  // nodes' NICs over the oversubscription.
+  std::vector<sg4::NetZone*> leaves;
+  if (c.inter_node.leaf_spine()) {
+    for (int n = 0; n < c.nodes; n += c.inter_node.nodes_per_leaf) {
+      const int leaf = c.inter_node.leaf_of(n), members = std::min(c.inter_node.nodes_per_leaf, c.nodes - n);
+      auto* zone = sg4::create_star_zone("leaf" + std::to_string(leaf));
+      zone->set_parent(fabric);
+      // The leaf switch: a zone of its own holding the leaf's gateway router (SimGrid routes to a
+      // zone's gateway through one of its child zones), reached through no link of the leaf.
+      auto* sw = sg4::create_full_zone("leaf" + std::to_string(leaf) + ".switch");
+      sw->set_parent(zone);
+      auto* gateway = sw->create_router("leaf" + std::to_string(leaf) + ".gw");
+      sw->seal();
+      zone->add_route(sw->get_netpoint(), nullptr, gateway, nullptr, {}, true);
+      leaves.push_back(zone);
+      auto* up = fabric->create_split_duplex_link("leaf" + std::to_string(leaf) + ".uplink",
+                                                  members * c.inter_node.nics_per_node * nic_bw / c.inter_node.oversubscription);
+      up->set_latency(0);
+      p.links.push_back(up);
+      fabric->add_route(zone->get_netpoint(), nullptr, gateway, nullptr, {{up, Dir::UP}}, false);
+      fabric->add_route(nullptr, zone->get_netpoint(), nullptr, gateway, {{up, Dir::DOWN}}, false);
+    }
+  }
   std::map<const Cluster*, double> intra_bw_of;  // each kind of node's usable intra-node bandwidth
   for (int n = 0; n < c.nodes; ++n) {
     const Cluster& kind = *nodes.at(static_cast<std::size_t>(n));
@@ -29,7 +55,8 @@ Platform build_platform(const Cluster& c, const std::vector<const Cluster*>& nod
     const double intra_bw = known->second;
     const std::string node = "node" + std::to_string(n);
     auto* zone = sg4::create_full_zone(node);
-    zone->set_parent(fabric);
+    sg4::NetZone* parent = leaves.empty() ? fabric : leaves[static_cast<std::size_t>(c.inter_node.leaf_of(n))];
+    zone->set_parent(parent);
     auto* gateway = zone->create_router(node + ".gw");
     auto* cpu = zone->create_host(node + ".cpu", 1e9);
     p.cpus.push_back(cpu);
@@ -73,12 +100,13 @@ Platform build_platform(const Cluster& c, const std::vector<const Cluster*>& nod
       zone->add_route(gateway, gpus[i]->get_netpoint(), nullptr, nullptr, {{nic, Dir::DOWN}}, false);
     }
     zone->seal();
-    auto* uplink = fabric->create_split_duplex_link(node + ".uplink", uplink_bw);
+    auto* uplink = parent->create_split_duplex_link(node + ".uplink", uplink_bw);
     uplink->set_latency(hop_latency);
     p.links.push_back(uplink);
-    fabric->add_route(zone->get_netpoint(), nullptr, gateway, nullptr, {{uplink, Dir::UP}}, false);
-    fabric->add_route(nullptr, zone->get_netpoint(), nullptr, gateway, {{uplink, Dir::DOWN}}, false);
+    parent->add_route(zone->get_netpoint(), nullptr, gateway, nullptr, {{uplink, Dir::UP}}, false);
+    parent->add_route(nullptr, zone->get_netpoint(), nullptr, gateway, {{uplink, Dir::DOWN}}, false);
   }
+  for (auto* leaf : leaves) leaf->seal();
   fabric->seal();
   return p;
 }

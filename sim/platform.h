@@ -10,7 +10,11 @@
 // (or PCIe peer) traffic at the per-GPU bandwidth; nic_k is one NIC; uplink_n is the node's share
 // of the fabric: NICs x NIC bandwidth / oversubscription. Bandwidths are the usable ones the
 // collective model gives (NCCL's per-link figures), latencies such that a message inside a node
-// takes `intra_node.latency` and one between nodes `inter_node.latency`. Flows sharing a link share its bandwidth
+// takes `intra_node.latency` and one between nodes `inter_node.latency`. With
+// `inter_node.topology: leaf-spine` the node zones sit in leaf zones (star routing) of
+// `nodes_per_leaf` nodes, their uplinks at the NICs' full bandwidth into the leaf switch, and each
+// leaf reaches the spine over `leaf<k>.uplink`: its nodes' NICs x NIC bandwidth / oversubscription.
+// Flows sharing a link share its bandwidth
 // (SimGrid's max-min model), which is what makes contention visible. A node with NVMe has it as a
 // SimGrid disk on its CPU host (read and write bandwidth per node, shared by all its GPUs' I/O).
 #include <vector>

@@ -52,9 +52,14 @@ BytesPerSec CollectiveModel::usable_nic_bandwidth() const {
 
 double CollectiveModel::inter_node_bandwidth(CollectiveGroup group) const {
   // A group with k ranks on a node uses their k rails (NICs), at most the node's NICs, and the
-  // node's share of an oversubscribed fabric.
-  const int rails = std::min(cluster_.inter_node.nics_per_node, std::max(1, group.ranks_per_node()));
-  return rails * usable_nic_bandwidth().value() / cluster_.inter_node.oversubscription;
+  // node's share of an oversubscribed fabric: its own uplink's (fat-tree), or its leaf's uplink to
+  // the spine when the group spans more nodes than a leaf holds (leaf-spine; a group within a leaf's
+  // nodes is taken to stay on it).
+  const InterNodeFabric& fabric = cluster_.inter_node;
+  const int rails = std::min(fabric.nics_per_node, std::max(1, group.ranks_per_node()));
+  const bool over_spine = fabric.leaf_spine() && group.nodes > fabric.nodes_per_leaf;
+  return rails * usable_nic_bandwidth().value() /
+         (fabric.leaf_spine() ? (over_spine ? fabric.oversubscription : 1.0) : fabric.oversubscription);
 }
 
 const MeasuredCollective* CollectiveModel::measured_for(Collective kind, CollectiveGroup group) const {
@@ -100,7 +105,7 @@ CollectiveCost CollectiveModel::library_cost(Collective kind, CollectiveGroup gr
   if (kind == Collective::p2p_forward || kind == Collective::p2p_backward) {
     // One transfer: the wire latency, the slowest link on its path.
     const double uplink = cluster_.inter_node.nics_per_node * usable_nic_bandwidth().value() /
-                          cluster_.inter_node.oversubscription;
+                          cluster_.inter_node.node_uplink_oversubscription();
     const double bandwidth =
         across ? std::min(usable_nic_bandwidth().value(), uplink) : usable_intra_node_bandwidth().value();
     out.latency = across ? cluster_.inter_node.latency : cluster_.intra_node.latency;

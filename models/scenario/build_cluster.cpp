@@ -184,6 +184,14 @@ Cluster build_cluster(const ParamValues& v) {
   c.inter_node.latency = v.duration("cluster.inter_node.latency");
   c.inter_node.topology = v.choice("cluster.inter_node.topology", kTopologyNames);
   c.inter_node.oversubscription = v.number("cluster.inter_node.oversubscription");
+  if (c.inter_node.leaf_spine()) {
+    if (!v.given("cluster.inter_node.nodes_per_leaf")) {
+      v.fail("cluster.inter_node.topology", "leaf-spine needs cluster.inter_node.nodes_per_leaf (nodes on each leaf switch)");
+    }
+    c.inter_node.nodes_per_leaf = v.int32("cluster.inter_node.nodes_per_leaf");
+  } else if (v.given("cluster.inter_node.nodes_per_leaf")) {
+    v.fail("cluster.inter_node.nodes_per_leaf", "applies to topology leaf-spine only (the topology is fat-tree)");
+  }
 
   c.host.memory = v.bytes("cluster.host.memory");
   c.host.cpu_adam_params_per_s = v.number("cluster.host.cpu_adam_params_per_s");

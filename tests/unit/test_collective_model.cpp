@@ -168,3 +168,23 @@ TEST_CASE("memtwin calibrate --nccl-tests writes a calibration file scenarios lo
   CHECK(bad.exit_code == 2);
   CHECK_THAT(bad.err, Catch::Contains("/tmp"));
 }
+
+TEST_CASE("a leaf-spine fabric oversubscribes a group only when it spans more nodes than a leaf", "[unit]") {
+  const std::string ring = "collectives: {algorithms: [ring], protocols: [simple]}";
+  auto scenario = [&](const std::string& inter_node) {  // kept: a CollectiveModel refers to its cluster
+    return cluster_of("{nodes: 8, gpus_per_node: 8, gpu: h100-sxm, " + ring + ", inter_node: " + inter_node + "}");
+  };
+  const Scenario with_spine = scenario("{topology: leaf-spine, nodes_per_leaf: 4, oversubscription: 2}");
+  const Scenario non_blocking = scenario("{}"), with_fat_tree = scenario("{oversubscription: 2}");
+  const CollectiveModel spine(with_spine.cluster), open(non_blocking.cluster), fat_tree(with_fat_tree.cluster);
+  auto transfer = [](const CollectiveModel& m, int nodes) {
+    return m.cost(Collective::all_reduce, {8 * nodes, nodes}, 4e9).transfer.value();
+  };
+  // Four nodes fit on a leaf, whose switch is non-blocking; eight cross the spine at half their
+  // NICs' bandwidth, as fat-tree's oversubscribed node uplinks would take them.
+  CHECK(transfer(spine, 4) == Approx(transfer(open, 4)));
+  CHECK(transfer(spine, 8) == Approx(transfer(fat_tree, 8)));
+  CHECK(transfer(spine, 8) > 1.5 * transfer(open, 8));
+  // fat-tree oversubscribes every node's own uplink, whatever the group.
+  CHECK(transfer(fat_tree, 4) > 1.5 * transfer(open, 4));
+}

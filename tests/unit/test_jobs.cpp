@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <string>
 #include <vector>
@@ -121,4 +122,57 @@ TEST_CASE("a jobs scenario is refused where a job cannot be placed, naming the j
   const auto slow = run_memtwin({"run", source_path(kShared), "--set", "simulation.time_limit=1ms"});
   CHECK(slow.exit_code == 2);
   CHECK_THAT(slow.err, Catch::Contains("2 jobs, each alone then together") && Catch::Contains("fewer or smaller jobs"));
+}
+
+TEST_CASE("on a leaf-spine fabric, jobs are slower together only where they cross the same oversubscribed leaf uplinks", "[unit]") {
+  const std::string across = "scenarios/jobs/two-fsdp-jobs-across-spine.yaml";
+  const double own_step = run_json(kJob)["time"]["step_s"].get<double>();
+  const auto crossing = run_json(across);
+  std::set<std::string> shared;
+  for (const auto& link : crossing["shared_links"]) shared.insert(link["link"].get<std::string>());
+  CHECK(shared.count("leaf0.uplink") == 1);
+  CHECK(shared.count("leaf1.uplink") == 1);
+  for (const char* name : {"first", "second"}) {
+    INFO(name);
+    const auto& job = crossing["jobs"][name];
+    // Alone, a job's four NICs per node fill a leaf's uplink (2 nodes x 8 NICs / 4) exactly.
+    CHECK(job["step_s"]["alone"].get<double>() == Approx(own_step).epsilon(1e-9));
+    CHECK(job["slowdown"].get<double>() > 1.2);
+  }
+  // The same two jobs on nodes 0 and 1, both on leaf 0: the spine is not on their paths, and the
+  // nodes' own uplinks to their leaf are not oversubscribed.
+  const auto dir = std::filesystem::temp_directory_path() / "memtwin-spine-test";
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(source_path(kJob), dir / "job.yaml", std::filesystem::copy_options::overwrite_existing);
+  std::ifstream in(source_path(across));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (std::size_t at; (at = text.find("first_node: 1")) != std::string::npos;) text.replace(at, 13, "first_node: 0");
+  for (std::size_t at; (at = text.find("llama3-8b-fsdp-2x4xh100.yaml")) != std::string::npos;) text.replace(at, 28, "job.yaml");
+  std::ofstream(dir / "one-leaf.yaml") << text;
+  const auto r = run_memtwin({"run", (dir / "one-leaf.yaml").string(), "--json"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto one_leaf = nlohmann::json::parse(r.out);
+  for (const char* name : {"first", "second"}) {
+    INFO(name);
+    CHECK(one_leaf["jobs"][name]["slowdown"].get<double>() == Approx(1.0).epsilon(1e-9));
+  }
+  for (const auto& link : one_leaf["shared_links"]) CHECK(link["link"].get<std::string>().rfind("leaf", 0) != 0);
+}
+
+TEST_CASE("a leaf-spine fabric: one node per leaf is fat-tree's uplink, one leaf for all is non-blocking, and its keys are checked", "[unit]") {
+  auto step = [&](std::vector<std::string> sets) { return run_json(kJob, std::move(sets))["time"]["step_s"].get<double>(); };
+  const double blocking = step({"cluster.inter_node.oversubscription=2"});
+  const double open = step({});
+  CHECK(blocking > 1.2 * open);
+  CHECK(step({"cluster.inter_node.topology=leaf-spine", "cluster.inter_node.nodes_per_leaf=1", "cluster.inter_node.oversubscription=2"}) ==
+        Approx(blocking).epsilon(1e-9));
+  CHECK(step({"cluster.inter_node.topology=leaf-spine", "cluster.inter_node.nodes_per_leaf=2", "cluster.inter_node.oversubscription=2"}) ==
+        Approx(open).epsilon(1e-9));
+  const auto missing = run_memtwin({"run", source_path(kJob), "--set", "cluster.inter_node.topology=leaf-spine"});
+  CHECK(missing.exit_code == 2);
+  CHECK_THAT(missing.err, Catch::Contains("cluster.inter_node.nodes_per_leaf"));
+  const auto stray = run_memtwin({"run", source_path(kJob), "--set", "cluster.inter_node.nodes_per_leaf=2"});
+  CHECK(stray.exit_code == 2);
+  CHECK_THAT(stray.err, Catch::Contains("leaf-spine only"));
 }
