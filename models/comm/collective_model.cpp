@@ -57,9 +57,8 @@ double CollectiveModel::inter_node_bandwidth(CollectiveGroup group) const {
   // nodes is taken to stay on it).
   const InterNodeFabric& fabric = cluster_.inter_node;
   const int rails = std::min(fabric.nics_per_node, std::max(1, group.ranks_per_node()));
-  const bool over_spine = fabric.leaf_spine() && group.nodes > fabric.nodes_per_leaf;
-  return rails * usable_nic_bandwidth().value() /
-         (fabric.leaf_spine() ? (over_spine ? fabric.oversubscription : 1.0) : fabric.oversubscription);
+  const bool oversubscribed = !fabric.leaf_spine() || group.nodes > fabric.nodes_per_leaf;
+  return rails * usable_nic_bandwidth().value() / (oversubscribed ? fabric.oversubscription : 1.0);
 }
 
 const MeasuredCollective* CollectiveModel::measured_for(Collective kind, CollectiveGroup group) const {
