@@ -166,8 +166,8 @@ class Rows {
       slot_ = 0;
       ++block_;
       if (valid()) row_ = block_start();  // the block table is read only for tokens the sequence has
-    } else {
-      row_ += layout_.token_stride;
+    } else if (valid()) {
+      row_ += layout_.token_stride;  // (past the end the row is not moved: it may be null)
     }
   }
 
