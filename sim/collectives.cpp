@@ -20,16 +20,13 @@ std::vector<double> idle_transfer_seconds(const std::vector<Flow>& flows, const 
   const CollectiveModel model(c);
   const double intra_bw = model.usable_intra_node_bandwidth().value();
   const double nic_bw = model.usable_nic_bandwidth().value();
-  const double uplink_bw = c.inter_node.nics_per_node * nic_bw / c.inter_node.node_uplink_oversubscription();
+  const double uplink_bw = model.node_uplink_bandwidth().value();
   const int nics = c.inter_node.nics_per_node;
   // Flows crossing each link, by direction: [0] leaving, [1] arriving. Keyed by the links the flows
   // touch (not sized by the cluster), so a collective costs its flows, not its cluster's GPUs.
   std::unordered_map<std::size_t, int> intra[2], nic[2], uplink[2], leaf_uplink[2];
   auto leaf_of = [&](int gpu) { return static_cast<std::size_t>(c.inter_node.leaf_of(node_of_gpu[gpu])); };
-  auto leaf_uplink_bw = [&](std::size_t leaf) {  // its nodes' NICs over the oversubscription (the last leaf may be short)
-    const int members = std::min(c.inter_node.nodes_per_leaf, c.nodes - static_cast<int>(leaf) * c.inter_node.nodes_per_leaf);
-    return members * nics * nic_bw / c.inter_node.oversubscription;
-  };
+  auto leaf_uplink_bw = [&](std::size_t leaf) { return model.leaf_uplink_bandwidth(static_cast<int>(leaf)).value(); };
   auto nic_of = [&](int gpu) { return static_cast<std::size_t>(node_of_gpu[gpu]) * nics + gpu % c.gpus_per_node % nics; };
   auto node_of = [&](int gpu) { return static_cast<std::size_t>(node_of_gpu[gpu]); };
   auto gpu_key = [](int gpu) { return static_cast<std::size_t>(gpu); };

@@ -1,6 +1,5 @@
 #include "sim/platform.h"
 
-#include <algorithm>
 #include <map>
 #include <string>
 
@@ -19,7 +18,7 @@ Platform build_platform(const Cluster& c, const std::vector<const Cluster*>& nod
   // Links carry what collectives can reach on them (the collective model's usable bandwidths).
   const CollectiveModel model(c);
   const double nic_bw = model.usable_nic_bandwidth().value();
-  const double uplink_bw = c.inter_node.nics_per_node * nic_bw / c.inter_node.node_uplink_oversubscription();
+  const double uplink_bw = model.node_uplink_bandwidth().value();
   // A message between nodes crosses two NICs and two uplinks: a quarter of the latency each. (A
   // leaf's uplinks to the spine add none: inter_node.latency is the whole fabric's.)
   const double hop_latency = c.inter_node.latency.value() / 4;
@@ -28,7 +27,7 @@ Platform build_platform(const Cluster& c, const std::vector<const Cluster*>& nod
   std::vector<sg4::NetZone*> leaves;
   if (c.inter_node.leaf_spine()) {
     for (int n = 0; n < c.nodes; n += c.inter_node.nodes_per_leaf) {
-      const int leaf = c.inter_node.leaf_of(n), members = std::min(c.inter_node.nodes_per_leaf, c.nodes - n);
+      const int leaf = c.inter_node.leaf_of(n);
       auto* zone = sg4::create_star_zone("leaf" + std::to_string(leaf));
       zone->set_parent(fabric);
       // The leaf switch: a zone of its own holding the leaf's gateway router (SimGrid routes to a
@@ -40,7 +39,7 @@ Platform build_platform(const Cluster& c, const std::vector<const Cluster*>& nod
       zone->add_route(sw->get_netpoint(), nullptr, gateway, nullptr, {}, true);
       leaves.push_back(zone);
       auto* up = fabric->create_split_duplex_link("leaf" + std::to_string(leaf) + ".uplink",
-                                                  members * c.inter_node.nics_per_node * nic_bw / c.inter_node.oversubscription);
+                                                  model.leaf_uplink_bandwidth(leaf).value());
       up->set_latency(0);
       p.links.push_back(up);
       fabric->add_route(zone->get_netpoint(), nullptr, gateway, nullptr, {{up, Dir::UP}}, false);

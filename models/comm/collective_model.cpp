@@ -50,6 +50,17 @@ BytesPerSec CollectiveModel::usable_nic_bandwidth() const {
   return BytesPerSec(cluster_.inter_node.nic_bandwidth.value() * cluster_.collectives.inter_node_efficiency);
 }
 
+BytesPerSec CollectiveModel::node_uplink_bandwidth() const {
+  return BytesPerSec(cluster_.inter_node.nics_per_node * usable_nic_bandwidth().value() /
+                     cluster_.inter_node.node_uplink_oversubscription());
+}
+
+BytesPerSec CollectiveModel::leaf_uplink_bandwidth(int leaf) const {
+  const InterNodeFabric& fabric = cluster_.inter_node;
+  const int members = std::min(fabric.nodes_per_leaf, cluster_.nodes - leaf * fabric.nodes_per_leaf);
+  return BytesPerSec(members * fabric.nics_per_node * usable_nic_bandwidth().value() / fabric.oversubscription);
+}
+
 double CollectiveModel::inter_node_bandwidth(CollectiveGroup group) const {
   // A group with k ranks on a node uses their k rails (NICs), at most the node's NICs, and the
   // node's share of an oversubscribed fabric: its own uplink's (fat-tree), or its leaf's uplink to
@@ -103,10 +114,8 @@ CollectiveCost CollectiveModel::library_cost(Collective kind, CollectiveGroup gr
   const bool across = group.nodes > 1;
   if (kind == Collective::p2p_forward || kind == Collective::p2p_backward) {
     // One transfer: the wire latency, the slowest link on its path.
-    const double uplink = cluster_.inter_node.nics_per_node * usable_nic_bandwidth().value() /
-                          cluster_.inter_node.node_uplink_oversubscription();
-    const double bandwidth =
-        across ? std::min(usable_nic_bandwidth().value(), uplink) : usable_intra_node_bandwidth().value();
+    const double bandwidth = across ? std::min(usable_nic_bandwidth().value(), node_uplink_bandwidth().value())
+                                    : usable_intra_node_bandwidth().value();
     out.latency = across ? cluster_.inter_node.latency : cluster_.intra_node.latency;
     out.transfer = Seconds(bytes_total / bandwidth);
     out.basis = "p2p";

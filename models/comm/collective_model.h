@@ -61,6 +61,12 @@ class CollectiveModel {
   /// them, so contention in the simulator shares what NCCL can reach, not the datasheet figure.
   [[nodiscard]] BytesPerSec usable_intra_node_bandwidth() const;  ///< per GPU
   [[nodiscard]] BytesPerSec usable_nic_bandwidth() const;         ///< per NIC
+  /// A node's uplink into the fabric: its NICs, over the oversubscription unless a leaf-spine
+  /// fabric's leaves take it.
+  [[nodiscard]] BytesPerSec node_uplink_bandwidth() const;
+  /// A leaf-spine leaf's uplink to the spine: its nodes' NICs over the oversubscription (the last
+  /// leaf may hold fewer nodes).
+  [[nodiscard]] BytesPerSec leaf_uplink_bandwidth(int leaf) const;
 
  private:
   /// cost() before the stack's collective efficiency: NCCL's model, a measurement or the ring.
