@@ -129,8 +129,8 @@ BpeTokenizer BpeTokenizer::load(const std::filesystem::path& file) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    refuse(file, "tokenizer", std::string("is not JSON: ") + e.what());
+  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for a number past a double's range
+    refuse(file, "tokenizer", std::string("is not JSON memtwin can read: ") + e.what());
   }
   if (!j.is_object()) refuse(file, "tokenizer", "must be a JSON object");
   if (!j.contains("model") || j["model"] != "gpt2") refuse(file, "model", "must be 'gpt2' (byte-level BPE)");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <stdexcept>
 
@@ -46,8 +47,8 @@ RealModel RealModel::load(const std::filesystem::path& dir) {
   json j;
   try {
     j = json::parse(in);
-  } catch (const json::parse_error& e) {
-    refuse(config_file, "model", std::string("is not JSON: ") + e.what());
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number past a double's range
+    refuse(config_file, "model", std::string("is not JSON memtwin can read: ") + e.what());
   }
   if (!j.is_object()) refuse(config_file, "model", "must be a JSON object");
   RealModel m;
@@ -92,6 +93,9 @@ RealModel RealModel::load(const std::filesystem::path& dir) {
     const auto offset = t["offset"].get<std::size_t>();
     if (rows <= 0 || cols <= 0 || rows > (1LL << 31) / cols) refuse(config_file, key + ".shape", "is empty or too large");
     const auto count = static_cast<std::size_t>(rows * cols);
+    if (offset > std::numeric_limits<std::size_t>::max() / sizeof(float) - count) {
+      refuse(config_file, key + ".offset", "is past any file's end");  // offset + count floats, in bytes, would wrap
+    }
     tensors[t["name"].get<std::string>()] = {offset, count};
     shapes[t["name"].get<std::string>()] = {rows, cols};
     floats = std::max(floats, offset + count);

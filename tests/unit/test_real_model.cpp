@@ -280,7 +280,7 @@ TEST_CASE("[validation] memtwin quality measures every method the engine runs ag
   CHECK_THAT(bad_budget.err, Catch::Contains("--budgets takes shares of the prompt in (0, 1)"));
 }
 
-TEST_CASE("[unit] a real model's files are refused with the file and key when incomplete", "[unit][real-model]") {
+TEST_CASE("[unit] a real model's files are refused with the file and key when incomplete or unreadable", "[unit][real-model]") {
   const auto dir = std::filesystem::temp_directory_path() / "memtwin-real-model-test";
   std::filesystem::create_directories(dir);
   auto write = [&](const std::string& json) { std::ofstream(dir / "model.json") << json; };
@@ -311,5 +311,17 @@ TEST_CASE("[unit] a real model's files are refused with the file and key when in
   write(head + R"(, "tensors": [{"name": "token_embd.weight", "shape": [10, 4], "offset": 0},
                                 {"name": "output_norm.weight", "shape": [1, 8], "offset": 72}]})");
   CHECK_THAT(error_of(), Catch::Contains("'token_embd.weight' is 10 x 4, the architecture needs 10 x 8"));
+  write(head + R"(, "tensors": [{"name": "token_embd.weight", "shape": [10, 8], "offset": 18446744073709551600}]})");
+  CHECK_THAT(error_of(), Catch::Contains("tensors[0].offset: is past any file's end"));
+  // A number past a double's range is nlohmann's out_of_range, not its parse_error: refused all the same.
+  write(R"({"architecture": "llama", "rope_theta": 1e400})");
+  CHECK_THAT(error_of(), Catch::Contains("model.json: model: is not JSON memtwin can read") && Catch::Contains("number overflow"));
+  std::ofstream(dir / "tokenizer.json") << R"({"model": "gpt2", "merges": [1e400]})";
+  try {
+    (void)memtwin::hw::BpeTokenizer::load(dir / "tokenizer.json");
+    FAIL("a tokenizer.json with an unreadable number was accepted");
+  } catch (const memtwin::ScenarioError& e) {
+    CHECK_THAT(e.key() + ": " + e.message(), Catch::Contains("tokenizer: is not JSON memtwin can read"));
+  }
   std::filesystem::remove_all(dir);
 }
