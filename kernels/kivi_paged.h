@@ -140,8 +140,9 @@ inline KiviDecodeArgs make_kivi_decode_args(const float* query, const std::uint8
 /// One query per sequence against its quantised groups and residual. A key group's scores come
 /// from its codes directly: q.k_t = sum_c (q_c s_c) code_ct + sum_c q_c z_c. Each sequence's
 /// memory is read in its order, every KV head at once; parallel over sequences with OpenMP where
-/// available.
-void kivi_decode_attention(const KiviDecodeArgs& a);
+/// available. The AVX2 kernel runs where the CPU has it (decode_attention_simd_available());
+/// `allow_simd = false` forces the portable one (tests compare the two).
+void kivi_decode_attention(const KiviDecodeArgs& a, bool allow_simd = true);
 
 /// Everything a sequence of `tokens` tokens holds, dequantised: keys and values [tokens, kv_heads,
 /// head_dim] (the tests' reference path).

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "kernels/cpu/dequantize_fast.h"
+#include "kernels/cpu/kivi_sequence_range.h"
 #include "kernels/kivi.h"
 #include "kernels/kv_kernels.h"
 
@@ -51,22 +52,7 @@ void KiviPagedShape::validate() const {
 
 namespace {
 
-// The sequence's byte range of one layer, addressed through its block table.
-struct SequenceRange {
-  const KiviPagedShape& shape;
-  const std::int32_t* table;
-  std::uint8_t* cache;
-  [[nodiscard]] std::uint8_t* at(std::size_t offset) const {
-    const std::size_t slice = shape.slice_bytes();
-    return cache + static_cast<std::size_t>(table[offset / slice]) * slice + offset % slice;
-  }
-  [[nodiscard]] std::uint8_t* group(std::int64_t g) const { return at(static_cast<std::size_t>(g) * shape.group_bytes()); }
-  /// Residual token j of a sequence whose first `quantized` tokens are groups.
-  [[nodiscard]] std::uint8_t* residual(std::int64_t quantized, std::int64_t j) const {
-    return at(static_cast<std::size_t>(quantized / shape.group) * shape.group_bytes() +
-              static_cast<std::size_t>(j) * shape.residual_token_bytes());
-  }
-};
+using SequenceRange = KiviSequenceRange;
 
 void check_tokens(std::int64_t tokens, int max_blocks, const KiviPagedShape& s, const char* who) {
   if (tokens < 0 || s.sequence_bytes(tokens) > static_cast<std::size_t>(max_blocks) * s.slice_bytes()) {
@@ -290,7 +276,7 @@ void attend_kivi(const KiviDecodeArgs& a, int seq, const float* halves) {
 
 }  // namespace
 
-void kivi_decode_attention(const KiviDecodeArgs& a) {
+void kivi_decode_attention(const KiviDecodeArgs& a, bool allow_simd) {
   a.shape.validate();
   auto fail = [](const std::string& m) { throw std::invalid_argument("kivi_decode_attention: " + m); };
   if (!a.query || !a.cache || !a.block_tables || !a.context_lens || !a.out) fail("a pointer is null");
@@ -307,8 +293,11 @@ void kivi_decode_attention(const KiviDecodeArgs& a) {
   }
   const float* halves = half_to_float_table();
   const bool parallel = a.num_seqs > 1 && tokens * a.shape.kv_heads >= (1L << 12);  // as decode_attention: past ~100 us
+  const bool vectorised = allow_simd && decode_attention_simd_available();
 #pragma omp parallel for schedule(dynamic) if (parallel)
-  for (int seq = 0; seq < a.num_seqs; ++seq) attend_kivi(a, seq, halves);
+  for (int seq = 0; seq < a.num_seqs; ++seq) {
+    if (!(vectorised && simd::attend_kivi_avx2(a, seq))) attend_kivi(a, seq, halves);
+  }
 }
 
 void kivi_read_sequence(const std::uint8_t* cache, const std::int32_t* block_table, std::int64_t tokens,

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <utility>
 
 #include "kernels/kivi.h"
 #include "kernels/kivi_paged.h"
@@ -128,10 +129,10 @@ TEST_CASE("paged KIVI appends hold what KiviSequence holds, in chunks, through s
   }
 }
 
-TEST_CASE("paged KIVI decode attention equals attention over the dequantised cache", "[unit]") {
-  for (int bits : {2, 4}) {
-    for (int head_dim : {64, 128}) {
-      const int seqs = 3, q_heads = 4;
+TEST_CASE("paged KIVI decode attention equals attention over the dequantised cache, vectorised and portable", "[unit]") {
+  for (int bits : {2, 4, 8}) {
+    for (auto [head_dim, q_heads] : {std::pair{64, 4}, {128, 4}, {128, 2}, {64, 6}, {128, 16}}) {  // GQA groups 2, 1, 3, 8
+      const int seqs = 3;
       const std::int32_t lens[seqs] = {1, 150, 333};  // residual only; one group; several groups
       const int per_seq = 40;
       KiviPagedShape s = kivi_shape(bits, head_dim, 64, seqs * per_seq);
@@ -157,16 +158,20 @@ TEST_CASE("paged KIVI decode attention equals attention over the dequantised cac
       const auto query = synthetic_kv(static_cast<std::size_t>(seqs) * q_heads, head_dim, 60, false);
       std::vector<float> out(query.size()), expected(query.size());
       const auto d = make_kivi_decode_args(query.data(), cache.data(), tables.data(), lens, out.data(), seqs, q_heads, per_seq, s);
-      kivi_decode_attention(d);
       reference_decode_attention(query.data(), kref.data(), vref.data(), lens, seqs, max_ctx, q_heads, s.kv_heads, head_dim,
                                  d.scale, expected.data());
-      double err = 0, norm = 0;
-      for (std::size_t i = 0; i < out.size(); ++i) {
-        err = std::max(err, static_cast<double>(std::fabs(out[i] - expected[i])));
-        norm = std::max(norm, static_cast<double>(std::fabs(expected[i])));
+      for (bool allow_simd : {true, false}) {
+        std::fill(out.begin(), out.end(), 0.f);
+        kivi_decode_attention(d, allow_simd);
+        double err = 0, norm = 0;
+        for (std::size_t i = 0; i < out.size(); ++i) {
+          err = std::max(err, static_cast<double>(std::fabs(out[i] - expected[i])));
+          norm = std::max(norm, static_cast<double>(std::fabs(expected[i])));
+        }
+        INFO("bits " << bits << ", head_dim " << head_dim << ", " << q_heads << " query heads, "
+                     << (allow_simd ? "vectorised where the CPU can" : "portable") << ": max error " << err << " of " << norm);
+        CHECK(err <= 1e-4 * norm);
       }
-      INFO("bits " << bits << ", head_dim " << head_dim << ": max error " << err << " of " << norm);
-      CHECK(err <= 1e-4 * norm);
     }
   }
 }

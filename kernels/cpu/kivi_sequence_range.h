@@ -1,0 +1,36 @@
+#pragma once
+// Internal to kernels/cpu: where a KIVI sequence's groups and residual tokens lie in the paged pool
+// (the layout kivi_paged.h describes), for the portable kernels and the AVX2 decode attention.
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/kivi_paged.h"
+
+namespace memtwin::kernels {
+
+/// The sequence's byte range of one layer, addressed through its block table.
+struct KiviSequenceRange {
+  const KiviPagedShape& shape;
+  const std::int32_t* table;
+  std::uint8_t* cache;
+  [[nodiscard]] std::uint8_t* at(std::size_t offset) const {
+    const std::size_t slice = shape.slice_bytes();
+    return cache + static_cast<std::size_t>(table[offset / slice]) * slice + offset % slice;
+  }
+  [[nodiscard]] std::uint8_t* group(std::int64_t g) const { return at(static_cast<std::size_t>(g) * shape.group_bytes()); }
+  /// Residual token j of a sequence whose first `quantized` tokens are groups.
+  [[nodiscard]] std::uint8_t* residual(std::int64_t quantized, std::int64_t j) const {
+    return at(static_cast<std::size_t>(quantized / shape.group) * shape.group_bytes() +
+              static_cast<std::size_t>(j) * shape.residual_token_bytes());
+  }
+};
+
+namespace simd {
+/// KIVI decode attention of sequence `seq` with AVX2, FMA and F16C (kivi_decode_avx2.cpp), or
+/// false (nothing written) for shapes it does not take: groups not a multiple of 16 tokens,
+/// head_dim not a multiple of 16 or above 256, more than 8 query heads per KV head, or a build
+/// without the kernel. The caller checks the CPU (avx2_supported()).
+bool attend_kivi_avx2(const KiviDecodeArgs& a, int seq);
+}  // namespace simd
+
+}  // namespace memtwin::kernels
