@@ -2,8 +2,9 @@
 // kernel (attend_kivi in kivi_paged.cpp), arranged for the vector units. This file alone is
 // compiled with -mavx2 -mfma -mf16c; kivi_decode_attention() calls it only on CPUs that have them.
 //
-// Per sequence, its memory read in order (a group's KV heads one after another, then the residual's
-// tokens), and per KV head up to four query heads of its GQA group at once:
+// Per sequence (or a range of its KV heads, when threads outnumber sequences), its memory read in
+// order (a group's KV heads one after another, then the residual's tokens), and per KV head up to
+// four query heads of its GQA group at once:
 //   K pass  a key group's scores from its codes: q.k_t = sum_c (q_c scale_c) code_ct + sum_c q_c zero_c.
 //           The weights q_c scale_c are formed once per group and head, then 16 tokens at a time
 //           every channel's 16 codes are widened once (in token order) and multiplied into each
@@ -65,9 +66,10 @@ inline void scale_and_zero(const std::uint8_t* p, float& scale, float& zero) {
   zero = _mm_cvtss_f32(_mm_movehdup_ps(wide));
 }
 
-// One sequence: see the file's comment. H query heads of a KV head at a time (H divides the GQA group).
+// One sequence's KV heads [first_kv_head, end_kv_head): see the file's comment. H query heads of a
+// KV head at a time (H divides the GQA group).
 template <int Bits, int H>
-void attend(const KiviDecodeArgs& a, int seq) {
+void attend(const KiviDecodeArgs& a, int seq, int first_kv_head, int end_kv_head) {
   const KiviPagedShape& s = a.shape;
   const int hd = s.head_dim, G = s.group, gqa = a.q_heads / s.kv_heads;
   const std::int64_t n = a.context_lens[seq], quantized = s.quantized_tokens(n), groups = quantized / G;
@@ -89,7 +91,7 @@ void attend(const KiviDecodeArgs& a, int seq) {
   // K pass over the quantised groups.
   for (std::int64_t g = 0; g < groups; ++g) {
     const std::uint8_t* group = range.group(g);
-    for (int kvh = 0; kvh < s.kv_heads; ++kvh) {
+    for (int kvh = first_kv_head; kvh < end_kv_head; ++kvh) {
       const std::uint8_t* keys = group + static_cast<std::size_t>(kvh) * s.head_group_bytes();
       for (int c = 0; c < hd; ++c) scale_and_zero(keys + c * channel_bytes + channel_bytes - 4, scales[c], zeros[c]);
       for (int first = 0; first < gqa; first += H) {
@@ -130,7 +132,7 @@ void attend(const KiviDecodeArgs& a, int seq) {
   // K pass over the residual's fp16 tokens.
   for (std::int64_t j = 0; j < n - quantized; ++j) {
     const std::uint8_t* token = range.residual(quantized, j);
-    for (int kvh = 0; kvh < s.kv_heads; ++kvh) {
+    for (int kvh = first_kv_head; kvh < end_kv_head; ++kvh) {
       const std::uint8_t* k = token + static_cast<std::size_t>(kvh) * 4 * hd;  // K then V, hd halves each
       for (int first = 0; first < gqa; first += H) {
         __m256 sum[H][2];
@@ -148,7 +150,8 @@ void attend(const KiviDecodeArgs& a, int seq) {
       }
     }
   }
-  for (int row = 0; row < a.q_heads; ++row)
+  const int first_row = first_kv_head * gqa, end_row = end_kv_head * gqa;  // the query heads of these KV heads
+  for (int row = first_row; row < end_row; ++row)
     denominators[static_cast<std::size_t>(row)] = softmax_numerators(scores.data() + static_cast<std::size_t>(row) * n, static_cast<int>(n));
 
   // V pass over the quantised groups, in code space.
@@ -157,7 +160,7 @@ void attend(const KiviDecodeArgs& a, int seq) {
   alignas(16) float token_weights[kMaxHeadDim * 4], probabilities[kMaxHeadDim][4] = {};
   for (std::int64_t g = 0; g < groups; ++g) {
     const std::uint8_t* group = range.group(g);
-    for (int kvh = 0; kvh < s.kv_heads; ++kvh) {
+    for (int kvh = first_kv_head; kvh < end_kv_head; ++kvh) {
       const std::uint8_t* values = group + static_cast<std::size_t>(kvh) * s.head_group_bytes() + s.key_group_bytes();
       for (int first = 0; first < gqa; first += H) {
         for (int h = 0; h < H; ++h) {
@@ -211,7 +214,7 @@ void attend(const KiviDecodeArgs& a, int seq) {
   // V pass over the residual.
   for (std::int64_t j = 0; j < n - quantized; ++j) {
     const std::uint8_t* token = range.residual(quantized, j);
-    for (int kvh = 0; kvh < s.kv_heads; ++kvh) {
+    for (int kvh = first_kv_head; kvh < end_kv_head; ++kvh) {
       const std::uint8_t* v = token + static_cast<std::size_t>(kvh) * 4 * hd + 2 * static_cast<std::size_t>(hd);
       for (int first = 0; first < gqa; first += H) {
         __m256 p[H];
@@ -228,7 +231,7 @@ void attend(const KiviDecodeArgs& a, int seq) {
     }
   }
   float* out = a.out + static_cast<std::size_t>(seq) * a.q_heads * hd;
-  for (int row = 0; row < a.q_heads; ++row) {
+  for (int row = first_row; row < end_row; ++row) {
     const float inv = 1.0f / denominators[static_cast<std::size_t>(row)];
     for (int c = 0; c < hd; ++c) {
       const std::size_t at = static_cast<std::size_t>(row) * hd + c;
@@ -238,25 +241,29 @@ void attend(const KiviDecodeArgs& a, int seq) {
 }
 
 template <int Bits>
-bool attend_bits(const KiviDecodeArgs& a, int seq) {
+void attend_bits(const KiviDecodeArgs& a, int seq, int first, int end) {
   switch (const int gqa = a.q_heads / a.shape.kv_heads; gqa % 4 == 0 ? 4 : gqa % 3 == 0 ? 3 : gqa % 2 == 0 ? 2 : 1) {
-    case 4: attend<Bits, 4>(a, seq); return true;
-    case 3: attend<Bits, 3>(a, seq); return true;
-    case 2: attend<Bits, 2>(a, seq); return true;
-    default: attend<Bits, 1>(a, seq); return true;
+    case 4: return attend<Bits, 4>(a, seq, first, end);
+    case 3: return attend<Bits, 3>(a, seq, first, end);
+    case 2: return attend<Bits, 2>(a, seq, first, end);
+    default: return attend<Bits, 1>(a, seq, first, end);
   }
 }
 
 }  // namespace
 
-bool attend_kivi_avx2(const KiviDecodeArgs& a, int seq) {
+bool kivi_avx2_takes(const KiviDecodeArgs& a) {
   const KiviPagedShape& s = a.shape;
-  if (s.group % 16 != 0 || s.head_dim % 16 != 0 || s.head_dim > kMaxHeadDim || a.q_heads / s.kv_heads > 8) return false;
-  switch (s.bits) {
-    case 8: return attend_bits<8>(a, seq);
-    case 4: return attend_bits<4>(a, seq);
-    case 2: return attend_bits<2>(a, seq);
-    default: return false;
+  return s.group % 16 == 0 && s.head_dim % 16 == 0 && s.head_dim <= kMaxHeadDim && a.q_heads / s.kv_heads <= 8 &&
+         (s.bits == 2 || s.bits == 4 || s.bits == 8);
+}
+
+void attend_kivi_avx2(const KiviDecodeArgs& a, int seq, int first_kv_head, int kv_heads) {
+  const int end = first_kv_head + kv_heads;
+  switch (a.shape.bits) {
+    case 8: return attend_bits<8>(a, seq, first_kv_head, end);
+    case 4: return attend_bits<4>(a, seq, first_kv_head, end);
+    default: return attend_bits<2>(a, seq, first_kv_head, end);
   }
 }
 
@@ -265,7 +272,8 @@ bool attend_kivi_avx2(const KiviDecodeArgs& a, int seq) {
 #else
 
 namespace memtwin::kernels::simd {
-bool attend_kivi_avx2(const KiviDecodeArgs&, int) { return false; }
+bool kivi_avx2_takes(const KiviDecodeArgs&) { return false; }
+void attend_kivi_avx2(const KiviDecodeArgs&, int, int, int) {}
 }  // namespace memtwin::kernels::simd
 
 #endif

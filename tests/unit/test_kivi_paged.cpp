@@ -175,3 +175,34 @@ TEST_CASE("paged KIVI decode attention equals attention over the dequantised cac
     }
   }
 }
+
+TEST_CASE("paged KIVI decode attention of one long sequence, its KV heads split between threads, equals the portable kernel",
+          "[unit]") {
+  // Enough work for the threads (tokens x KV heads past 4096), a single sequence: with more
+  // threads than sequences the vectorised kernel gives each thread a range of the KV heads.
+  const int head_dim = 64, q_heads = 8, tokens = 2500;
+  KiviPagedShape s = kivi_shape(4, head_dim, 64, 1);
+  const int blocks = static_cast<int>((s.sequence_bytes(tokens) + s.slice_bytes() - 1) / s.slice_bytes());
+  s.num_blocks = blocks;
+  std::vector<std::int32_t> table(static_cast<std::size_t>(blocks));
+  std::iota(table.begin(), table.end(), 0);
+  std::shuffle(table.begin(), table.end(), std::mt19937(9));
+  std::vector<std::uint8_t> cache(s.bytes(), 0);
+  const auto k = synthetic_kv(static_cast<std::size_t>(tokens) * s.kv_heads, head_dim, 70, true);
+  const auto v = synthetic_kv(static_cast<std::size_t>(tokens) * s.kv_heads, head_dim, 71, false);
+  const std::int32_t first = 0, cached = 0, len = tokens;
+  kivi_append(make_kivi_append_args(k.data(), v.data(), 1, &first, &len, &cached, table.data(), blocks, s, cache.data()));
+  const auto query = synthetic_kv(q_heads, head_dim, 72, false);
+  std::vector<float> split(query.size()), portable(query.size());
+  kivi_decode_attention(make_kivi_decode_args(query.data(), cache.data(), table.data(), &len, split.data(), 1, q_heads, blocks, s));
+  kivi_decode_attention(make_kivi_decode_args(query.data(), cache.data(), table.data(), &len, portable.data(), 1, q_heads, blocks, s),
+                        false);
+  double err = 0, norm = 0;
+  for (std::size_t i = 0; i < split.size(); ++i) {
+    err = std::max(err, static_cast<double>(std::fabs(split[i] - portable[i])));
+    norm = std::max(norm, static_cast<double>(std::fabs(portable[i])));
+  }
+  INFO("max difference " << err << " of " << norm);
+  CHECK(norm > 0);
+  CHECK(err <= 1e-4 * norm);
+}
