@@ -1,6 +1,7 @@
 #include "sim/step_simulation.h"
 
 #include <algorithm>
+#include <array>
 #include <stdexcept>
 #include <memory>
 #include <set>
@@ -19,15 +20,23 @@ namespace memtwin::sim {
 
 namespace sg4 = simgrid::s4u;
 
-std::string tensor_category(const std::string& tensor) {
-  for (const char* persistent : {"runtime", "parameters", "gradients", "optimizer_states"}) {
-    if (tensor == persistent) return persistent;
+namespace {
+
+// The memory breakdown's categories, numbered by category_index.
+constexpr std::array<const char*, 6> kCategories = {"runtime", "parameters", "gradients", "optimizer_states", "activations",
+                                                    "buffers"};
+
+std::uint8_t category_index(const std::string& tensor) {
+  for (std::uint8_t i = 0; i < 4; ++i) {
+    if (tensor == kCategories[i]) return i;  // the persistent ones
   }
-  if (tensor.find(".activations") != std::string::npos || tensor.find("logits") != std::string::npos) {
-    return "activations";
-  }
-  return "buffers";  // gathered parameters, buckets
+  if (tensor.find(".activations") != std::string::npos || tensor.find("logits") != std::string::npos) return 4;
+  return 5;  // gathered parameters, buckets
 }
+
+}  // namespace
+
+std::string tensor_category(const std::string& tensor) { return kCategories[category_index(tensor)]; }
 
 namespace {
 
@@ -38,7 +47,7 @@ struct RankState {
   std::vector<char> done;
   std::map<std::uint32_t, std::vector<sg4::ActorPtr>> waiters;  // op -> actors waiting for it
   std::int64_t in_use = 0;
-  std::map<std::string, std::int64_t> by_category;
+  std::array<std::int64_t, kCategories.size()> by_category{};  // bytes in use, by category_index
 };
 
 class Simulation final : public PlanRun {
@@ -68,15 +77,18 @@ class Simulation final : public PlanRun {
       std::map<Stream, std::vector<std::uint32_t>> streams;
       std::vector<char> foreign(program.ops.size(), 0);
       std::vector<double> seconds(program.ops.size(), 0.0);
+      std::vector<std::uint8_t> category(program.ops.size(), 0);
       for (std::uint32_t i = 0; i < program.ops.size(); ++i) {
         const Op& op = program.ops[i];
         streams[op.stream].push_back(i);
         for (std::uint32_t d : op.deps) foreign[d] |= program.ops[d].stream != op.stream ? 1 : 0;
         if (op.kind == OpKind::compute) seconds[i] = compute_time(op);
+        if (op.kind == OpKind::alloc || op.kind == OpKind::free) category[i] = category_index(op.tensor);
       }
       stream_ops_.push_back(streams);
       foreign_dependents_.push_back(std::move(foreign));
       op_seconds_.push_back(std::move(seconds));
+      op_category_.push_back(std::move(category));
     }
   }
 
@@ -102,8 +114,8 @@ class Simulation final : public PlanRun {
     collectives_->open_inboxes(streams);
     for (int slot = 0; slot < static_cast<int>(rank_of_slot_.size()); ++slot) {
       const int r = rank_of_slot_[slot];
-      const auto& streams = stream_ops_[plan_.program_of_rank[r]];
-      for (const auto& entry : streams) {
+      const auto& rank_streams = stream_ops_[plan_.program_of_rank[r]];
+      for (const auto& entry : rank_streams) {
         const Stream stream = entry.first;
         const auto* ops = &entry.second;  // a structured binding cannot be captured before C++20 in clang 14
         actors.push_back(sg4::Actor::create("rank" + std::to_string(r) + "." + stream_name(stream), platform_.gpus[slot],
@@ -205,8 +217,8 @@ class Simulation final : public PlanRun {
   void execute(int rank, std::uint32_t index, const Op& op) {
     switch (op.kind) {
       case OpKind::compute: sg4::this_actor::sleep_for(op_seconds_[plan_.program_of_rank[rank]][index]); break;
-      case OpKind::alloc: account(rank, op, op.size.count()); break;
-      case OpKind::free: account(rank, op, -op.size.count()); break;
+      case OpKind::alloc: account(rank, index, op, op.size.count()); break;
+      case OpKind::free: account(rank, index, op, -op.size.count()); break;
       case OpKind::copy: copy(rank, op); break;
       case OpKind::collective: collective(rank, index, op); break;
     }
@@ -263,10 +275,10 @@ class Simulation final : public PlanRun {
     return std::max(math, memory);
   }
 
-  void account(int rank, const Op& op, std::int64_t delta) {
+  void account(int rank, std::uint32_t index, const Op& op, std::int64_t delta) {
     RankState& state = ranks_[slot_of_rank_[rank]];
     state.in_use += delta;
-    state.by_category[tensor_category(op.tensor)] += delta;
+    state.by_category[op_category_[plan_.program_of_rank[rank]][index]] += delta;
     const std::int64_t capacity = s_.cluster.gpu.memory.count();
     // The first to run out, and of those at the same instant the lowest rank: actors running at
     // one simulated time run in an order SimGrid chooses, which must not choose the report.
@@ -278,7 +290,7 @@ class Simulation final : public PlanRun {
       result_.memory_timeline.emplace_back(sg4::Engine::get_clock(), state.in_use);
       if (state.in_use > result_.peak_bytes) {
         result_.peak_bytes = state.in_use;
-        result_.breakdown_at_peak = state.by_category;
+        for (std::size_t c = 0; c < kCategories.size(); ++c) result_.breakdown_at_peak[kCategories[c]] = state.by_category[c];
       }
     }
   }
@@ -310,6 +322,7 @@ class Simulation final : public PlanRun {
   std::vector<std::map<Stream, std::vector<std::uint32_t>>> stream_ops_;
   std::vector<std::vector<char>> foreign_dependents_;  ///< by program and op: an op of another stream waits on it
   std::vector<std::vector<double>> op_seconds_;         ///< by program and op: a compute op's time
+  std::vector<std::vector<std::uint8_t>> op_category_;  ///< by program and op: an alloc or free's category_index
   std::unique_ptr<CollectiveMeetings> collectives_;  ///< after platform_, which it refers to
   StepSimulation result_;
   Progress* progress_ = nullptr;
