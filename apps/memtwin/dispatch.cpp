@@ -16,7 +16,7 @@ void print_usage(const char* program, const std::map<std::string, Command>& comm
       << "memtwin predicts the memory and time of LLM training and serving from a YAML scenario.\n\n"
          "commands:\n";
   for (const auto& [name, cmd] : commands) out << "  " << name << std::string(10 - name.size(), ' ') << cmd.summary << "\n";
-  out << "\n`" << program << " COMMAND --help` describes each command.\n"
+  out << "\n`" << program << " COMMAND --help` describes each command; `" << program << " --version` prints the version.\n"
       << "exit codes: 0 ok, 1 internal error, 2 bad input, 3 the scenario does not fit in memory\n";
 }
 
@@ -27,6 +27,10 @@ int dispatch(const char* program, int argc, char** argv, const std::map<std::str
   if (all.empty() || all[0] == "--help" || all[0] == "-h" || all[0] == "help") {
     print_usage(program, commands, std::cout);
     return all.empty() ? kBadInput : kOk;
+  }
+  if (all[0] == "--version" || all[0] == "version") {
+    std::cout << program << " " << MEMTWIN_VERSION << "\n";
+    return kOk;
   }
   auto it = commands.find(all[0]);
   if (it == commands.end()) {

@@ -72,6 +72,14 @@ TEST_CASE("command-line mistakes exit with 2 and say why", "[unit]") {
   }
 }
 
+TEST_CASE("memtwin --version prints the project's version", "[unit]") {
+  for (const char* flag : {"--version", "version"}) {
+    auto r = run_memtwin({flag});
+    CHECK(r.exit_code == 0);
+    CHECK(r.out == std::string("memtwin ") + MEMTWIN_TEST_VERSION + "\n");
+  }
+}
+
 TEST_CASE("every subcommand has --help", "[unit]") {
   for (const char* cmd : {"run", "check", "schema", "models", "gpus", "fit", "kernels", "sweep", "report"}) {
     INFO(cmd);
