@@ -87,6 +87,7 @@ void BatchScheduler::enqueue(std::size_t record, int prompt) {
 std::optional<ScheduledIteration> BatchScheduler::schedule() {
   const ServingSpec& sv = s_.inference->serving;
   ScheduledIteration it;
+  it.decoding.reserve(running_.size());  // one allocation per iteration, not one per doubling
   // Each pass that schedules nothing preempts or swaps in a sequence; more passes than that are a
   // livelock, a bug to report rather than a hang.
   const std::size_t passes = 4 * (running_.size() + waiting_.size()) + 8;
