@@ -7,12 +7,9 @@
 #include <cpuid.h>
 #endif
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
 #include "kernels/cpu/decode_attention_simd.h"
 #include "kernels/cpu/dequantize_fast.h"
+#include "kernels/cpu/head_ranges.h"
 #include "kernels/kv_kernels.h"
 
 namespace memtwin::kernels {
@@ -131,28 +128,17 @@ void decode_attention(const DecodeAttentionArgs& a, bool allow_simd) {
   const int pairs = a.num_seqs * a.shape.kv_heads;
   long tokens = 0;
   for (int seq = 0; seq < a.num_seqs; ++seq) tokens += a.context_lens[seq];
-  // Threads only pay off for enough work (about 100 us here): waking them costs more than a
-  // shorter call takes.
-  const bool parallel = tokens * a.shape.kv_heads >= (1L << 12);
+  const bool parallel = worth_threads(tokens, a.shape.kv_heads);
   if (!simd_path) {
 #pragma omp parallel for schedule(static) if (parallel)
     for (int pair = 0; pair < pairs; ++pair) attend_pair(a, pair / a.shape.kv_heads, pair % a.shape.kv_heads, halves);
     return;
   }
-  // The vectorised kernel attends a sequence's KV heads together (it reads their vectors in
-  // memory order), split into as many ranges as it takes to give every thread work.
-  int threads = 1;
-#ifdef _OPENMP
-  if (parallel) threads = omp_get_max_threads();
-#endif
-  const int kv_heads = a.shape.kv_heads;
-  const int ranges = std::clamp((threads + a.num_seqs - 1) / a.num_seqs, 1, kv_heads);
-  const int per_range = (kv_heads + ranges - 1) / ranges;
-  const int units_per_seq = (kv_heads + per_range - 1) / per_range;
+  // The vectorised kernel attends a sequence's KV heads together, split between the threads.
+  const HeadRanges split(a.num_seqs, a.shape.kv_heads, parallel);
 #pragma omp parallel for schedule(dynamic) if (parallel)
-  for (int unit = 0; unit < a.num_seqs * units_per_seq; ++unit) {
-    const int seq = unit / units_per_seq, first = unit % units_per_seq * per_range;
-    const int count = std::min(per_range, kv_heads - first);
+  for (int unit = 0; unit < split.units(); ++unit) {
+    const auto [seq, first, count] = split[unit];
     if (simd::attend_heads_avx2(a, seq, first, count)) continue;
     for (int kvh = first; kvh < first + count; ++kvh) attend_pair(a, seq, kvh, halves);
   }

@@ -6,11 +6,8 @@
 #include <stdexcept>
 #include <string>
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
 #include "kernels/cpu/dequantize_fast.h"
+#include "kernels/cpu/head_ranges.h"
 #include "kernels/cpu/kivi_sequence_range.h"
 #include "kernels/kivi.h"
 #include "kernels/kv_kernels.h"
@@ -297,26 +294,16 @@ void kivi_decode_attention(const KiviDecodeArgs& a, bool allow_simd) {
   }
   const float* halves = half_to_float_table();
   if (!(allow_simd && decode_attention_simd_available() && simd::kivi_avx2_takes(a))) {
-    const bool parallel = a.num_seqs > 1 && tokens * a.shape.kv_heads >= (1L << 12);  // as decode_attention: past ~100 us
-#pragma omp parallel for schedule(dynamic) if (parallel)
+#pragma omp parallel for schedule(dynamic) if (a.num_seqs > 1 && worth_threads(tokens, a.shape.kv_heads))
     for (int seq = 0; seq < a.num_seqs; ++seq) attend_kivi(a, seq, halves);
     return;
   }
-  // The vectorised kernel, as decode_attention's: a sequence's KV heads together, split into as
-  // many ranges as it takes to give every thread work.
-  const bool parallel = tokens * a.shape.kv_heads >= (1L << 12);
-  int threads = 1;
-#ifdef _OPENMP
-  if (parallel) threads = omp_get_max_threads();
-#endif
-  const int kv_heads = a.shape.kv_heads;
-  const int ranges = std::clamp((threads + a.num_seqs - 1) / a.num_seqs, 1, kv_heads);
-  const int per_range = (kv_heads + ranges - 1) / ranges;
-  const int units_per_seq = (kv_heads + per_range - 1) / per_range;
+  const bool parallel = worth_threads(tokens, a.shape.kv_heads);
+  const HeadRanges split(a.num_seqs, a.shape.kv_heads, parallel);
 #pragma omp parallel for schedule(dynamic) if (parallel)
-  for (int unit = 0; unit < a.num_seqs * units_per_seq; ++unit) {
-    const int seq = unit / units_per_seq, first = unit % units_per_seq * per_range;
-    simd::attend_kivi_avx2(a, seq, first, std::min(per_range, kv_heads - first));
+  for (int unit = 0; unit < split.units(); ++unit) {
+    const auto [seq, first, count] = split[unit];
+    simd::attend_kivi_avx2(a, seq, first, count);
   }
 }
 
