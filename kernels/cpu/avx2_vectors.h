@@ -101,6 +101,15 @@ inline void codes4_split(const std::uint8_t* p, __m256& even, __m256& odd) {
 // position(c + j) for j < 16 within a chunk starting at c.
 inline int even_odd_position(int j) { return j % 2 == 0 ? j / 2 : 8 + j / 2; }
 
+// A quantisation group's fp16 scale and zero point, stored side by side, as floats (one vcvtph2ps).
+inline void scale_and_zero(const std::uint8_t* p, float& scale, float& zero) {
+  std::int32_t both;
+  std::memcpy(&both, p, 4);
+  const __m128 wide = _mm_cvtph_ps(_mm_cvtsi32_si128(both));
+  scale = _mm_cvtss_f32(wide);
+  zero = _mm_cvtss_f32(_mm_movehdup_ps(wide));
+}
+
 // Eight fp16 values as floats.
 inline __m256 load_halves(const std::uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 

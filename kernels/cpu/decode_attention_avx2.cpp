@@ -109,10 +109,9 @@ struct Group {
 };
 Group group_at(const std::uint8_t* vector, const Layout& layout, int index) {
   const std::uint8_t* base = vector + static_cast<std::size_t>(index) * layout.group_bytes;
-  std::int32_t params;
-  std::memcpy(&params, base + layout.code_bytes, 4);
-  const __m128 both = _mm_cvtph_ps(_mm_cvtsi32_si128(params));
-  return {base, _mm_cvtss_f32(both), _mm_cvtss_f32(_mm_movehdup_ps(both))};
+  Group group{base, 0.f, 0.f};
+  scale_and_zero(base + layout.code_bytes, group.scale, group.zero);
+  return group;
 }
 
 // One quantised vector into floats: code * scale + zero per group (bits 8, 4 or 2).

@@ -1,6 +1,8 @@
 #pragma once
-// The vectorised decode attention (decode_attention_avx2.cpp, compiled for AVX2 + FMA + F16C) and
-// the check that this CPU can run it. Internal to kernels/: decode_attention() dispatches.
+// The vectorised decode attention, paged (decode_attention_avx2.cpp) and KIVI's (kivi_decode_avx2.cpp),
+// each compiled for AVX2 + FMA + F16C, and the check that this CPU can run them. Internal to
+// kernels/: decode_attention() and kivi_decode_attention() dispatch.
+#include "kernels/kivi_paged.h"
 #include "kernels/kv_kernels.h"
 
 namespace memtwin::kernels {
@@ -20,5 +22,14 @@ bool avx2_supported();
 /// shapes it does not handle (head_dim not a multiple of 16 or above 256, quantisation
 /// groups not a multiple of 8, GQA groups other than 1, 2, 4, 8), which the portable kernel then takes.
 bool attend_heads_avx2(const DecodeAttentionArgs& a, int seq, int first_kv_head, int kv_heads);
+
+/// Whether the AVX2 KIVI kernel takes this call's shape: groups a multiple of 16 tokens, head_dim
+/// a multiple of 16 up to 256, at most 8 query heads per KV head, and a build with the kernel. The
+/// caller checks the CPU (avx2_supported()).
+bool kivi_avx2_takes(const KiviDecodeArgs& a);
+/// KIVI decode attention with AVX2, FMA and F16C (kivi_decode_avx2.cpp) of sequence `seq`'s KV
+/// heads first_kv_head .. first_kv_head + kv_heads - 1 and their query heads (only their outputs
+/// are written). Only for calls kivi_avx2_takes.
+void attend_kivi_avx2(const KiviDecodeArgs& a, int seq, int first_kv_head, int kv_heads);
 
 }  // namespace memtwin::kernels::simd

@@ -14,7 +14,7 @@
 //           sum_t p_t (scale_t code_t + zero_t) = sum_t (p_t scale_t) code_t + sum_t p_t zero_t,
 //           16 channels at a time accumulated in registers across a group's tokens.
 // The residual's fp16 tokens take plain dot products and weighted sums.
-#include "kernels/cpu/kivi_sequence_range.h"
+#include "kernels/cpu/decode_attention_simd.h"
 
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 
@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "kernels/cpu/avx2_vectors.h"
+#include "kernels/cpu/kivi_sequence_range.h"
 
 namespace memtwin::kernels::simd {
 
@@ -40,30 +41,16 @@ inline void codes16(const std::uint8_t* p, __m256& lo, __m256& hi) {
   if constexpr (Bits == 8) {
     lo = codes8(p);
     hi = codes8(p + 8);
-  } else {
-    const __m256i mask = _mm256_set1_epi32((1 << Bits) - 1);
-    std::uint32_t first, second;
-    std::memcpy(&first, p, 4);
-    if constexpr (Bits == 4) {
-      std::memcpy(&second, p + 4, 4);
-      const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
-      lo = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(first)), shifts), mask));
-      hi = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(second)), shifts), mask));
-    } else {  // 2 bits: all sixteen in one word
-      const __m256i word = _mm256_set1_epi32(static_cast<int>(first));
-      lo = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srlv_epi32(word, _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)), mask));
-      hi = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srlv_epi32(word, _mm256_setr_epi32(16, 18, 20, 22, 24, 26, 28, 30)), mask));
-    }
+  } else if constexpr (Bits == 4) {
+    lo = codes4(p);
+    hi = codes4(p + 4);
+  } else {  // 2 bits: all sixteen in one word
+    std::uint32_t word;
+    std::memcpy(&word, p, 4);
+    const __m256i all = _mm256_set1_epi32(static_cast<int>(word)), mask = _mm256_set1_epi32(0x3);
+    lo = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srlv_epi32(all, _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)), mask));
+    hi = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srlv_epi32(all, _mm256_setr_epi32(16, 18, 20, 22, 24, 26, 28, 30)), mask));
   }
-}
-
-// An fp16 scale and zero point stored side by side, as floats.
-inline void scale_and_zero(const std::uint8_t* p, float& scale, float& zero) {
-  std::int32_t both;
-  std::memcpy(&both, p, 4);
-  const __m128 wide = _mm_cvtph_ps(_mm_cvtsi32_si128(both));
-  scale = _mm_cvtss_f32(wide);
-  zero = _mm_cvtss_f32(_mm_movehdup_ps(wide));
 }
 
 // One sequence's KV heads [first_kv_head, end_kv_head): see the file's comment. H query heads of a
@@ -73,9 +60,10 @@ void attend(const KiviDecodeArgs& a, int seq, int first_kv_head, int end_kv_head
   const KiviPagedShape& s = a.shape;
   const int hd = s.head_dim, G = s.group, gqa = a.q_heads / s.kv_heads;
   const std::int64_t n = a.context_lens[seq], quantized = s.quantized_tokens(n), groups = quantized / G;
-  const std::size_t channel_bytes = static_cast<std::size_t>(G * Bits / 8 + 4);  // a key channel: G codes, scale, zero
-  const std::size_t value_bytes = s.value_format().vector_bytes();
-  const int value_groups = hd / G, value_group_bytes = G * Bits / 8 + 4;
+  const std::size_t channel_bytes = s.key_group_bytes() / static_cast<std::size_t>(hd);  // a key channel: G codes, scale, zero
+  const KvFormat value_format = s.value_format();
+  const std::size_t value_bytes = value_format.vector_bytes();
+  const int value_groups = value_format.groups(), value_group_bytes = value_format.group_bytes();
   const KiviSequenceRange range{s, a.block_tables + static_cast<std::size_t>(seq) * a.max_blocks_per_seq,
                                 const_cast<std::uint8_t*>(a.cache)};
   const float* queries = a.query + static_cast<std::size_t>(seq) * a.q_heads * hd;  // [q_heads][hd]

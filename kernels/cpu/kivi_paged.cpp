@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/cpu/decode_attention_simd.h"
 #include "kernels/cpu/dequantize_fast.h"
 #include "kernels/cpu/head_ranges.h"
 #include "kernels/cpu/kivi_sequence_range.h"
@@ -53,8 +54,6 @@ void KiviPagedShape::validate() const {
 
 namespace {
 
-using SequenceRange = KiviSequenceRange;
-
 void check_tokens(std::int64_t tokens, int max_blocks, const KiviPagedShape& s, const char* who) {
   if (tokens < 0 || s.sequence_bytes(tokens) > static_cast<std::size_t>(max_blocks) * s.slice_bytes()) {
     throw std::invalid_argument(std::string(who) + ": " + std::to_string(tokens) + " tokens do not fit in " +
@@ -70,7 +69,7 @@ void append_sequence(const KiviAppendArgs& a, int seq, const float* halves) {
   const std::int64_t before = a.cached[seq], added = a.new_tokens[seq];
   const std::int64_t q0 = s.quantized_tokens(before), q1 = s.quantized_tokens(before + added);
   const std::int64_t r0 = before - q0, leaving = q1 - q0;  // old residual; tokens becoming groups
-  const SequenceRange range{s, a.block_tables + static_cast<std::size_t>(seq) * a.max_blocks_per_seq, a.cache};
+  const KiviSequenceRange range{s, a.block_tables + static_cast<std::size_t>(seq) * a.max_blocks_per_seq, a.cache};
   const std::size_t row = static_cast<std::size_t>(heads) * hd, token_bytes = s.residual_token_bytes();
   const float* new_k = a.keys + static_cast<std::size_t>(a.first_row[seq]) * row;
   const float* new_v = a.values + static_cast<std::size_t>(a.first_row[seq]) * row;
@@ -145,7 +144,7 @@ void kivi_append(const KiviAppendArgs& a) {
 void kivi_stage_residual(const std::uint8_t* cache, const std::int32_t* block_table, std::int64_t tokens,
                          const KiviPagedShape& shape, std::uint16_t* out) {
   const std::int64_t q = shape.quantized_tokens(tokens);
-  const SequenceRange range{shape, block_table, const_cast<std::uint8_t*>(cache)};
+  const KiviSequenceRange range{shape, block_table, const_cast<std::uint8_t*>(cache)};
   const std::size_t bytes = shape.residual_token_bytes();
   for (std::int64_t j = 0; j < tokens - q; ++j) std::memcpy(out + static_cast<std::size_t>(j) * bytes / 2, range.residual(q, j), bytes);
 }
@@ -192,7 +191,7 @@ void attend_kivi(const KiviDecodeArgs& a, int seq, const float* halves) {
   const int hd = s.head_dim, G = s.group, gqa = a.q_heads / s.kv_heads;
   const std::int64_t n = a.context_lens[seq], q = s.quantized_tokens(n);
   const int code_bytes = (G * s.bits + 7) / 8;
-  const SequenceRange range{s, a.block_tables + static_cast<std::size_t>(seq) * a.max_blocks_per_seq,
+  const KiviSequenceRange range{s, a.block_tables + static_cast<std::size_t>(seq) * a.max_blocks_per_seq,
                             const_cast<std::uint8_t*>(a.cache)};
   const float* queries = a.query + static_cast<std::size_t>(seq) * a.q_heads * hd;  // [q_heads][hd]
   std::vector<float> scores(static_cast<std::size_t>(a.q_heads) * n), acc(static_cast<std::size_t>(a.q_heads) * hd, 0.f);
@@ -311,7 +310,7 @@ void kivi_read_sequence(const std::uint8_t* cache, const std::int32_t* block_tab
                         const KiviPagedShape& shape, std::vector<float>& keys, std::vector<float>& values) {
   const int hd = shape.head_dim, heads = shape.kv_heads, G = shape.group;
   const std::int64_t q = shape.quantized_tokens(tokens);
-  const SequenceRange range{shape, block_table, const_cast<std::uint8_t*>(cache)};
+  const KiviSequenceRange range{shape, block_table, const_cast<std::uint8_t*>(cache)};
   const std::size_t row = static_cast<std::size_t>(heads) * hd;
   keys.assign(static_cast<std::size_t>(tokens) * row, 0.f);
   values.assign(keys.size(), 0.f);

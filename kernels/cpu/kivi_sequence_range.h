@@ -25,15 +25,4 @@ struct KiviSequenceRange {
   }
 };
 
-namespace simd {
-/// Whether the AVX2 KIVI kernel takes this call's shape: groups a multiple of 16 tokens, head_dim
-/// a multiple of 16 up to 256, at most 8 query heads per KV head, and a build with the kernel. The
-/// caller checks the CPU (avx2_supported()).
-bool kivi_avx2_takes(const KiviDecodeArgs& a);
-/// KIVI decode attention with AVX2, FMA and F16C (kivi_decode_avx2.cpp) of sequence `seq`'s KV
-/// heads first_kv_head .. first_kv_head + kv_heads - 1 and their query heads (only their outputs
-/// are written). Only for calls kivi_avx2_takes.
-void attend_kivi_avx2(const KiviDecodeArgs& a, int seq, int first_kv_head, int kv_heads);
-}  // namespace simd
-
 }  // namespace memtwin::kernels
