@@ -20,6 +20,7 @@ mkdir -p "$out"
 "$build/memtwin" sweep "$root/scenarios/serving/llama3-8b-h100-fp16-kv.yaml" \
   --grid inference.workload.rate=5/s,10/s,15/s,20/s,25/s,30/s,35/s,40/s,50/s --set inference.workload.requests=1000 \
   --backend sim -j "$(nproc)" --out "$work/rates" >/dev/null 2>&1
+"$build/memtwin" run "$root/scenarios/jobs/serving-beside-training-across-spine.yaml" --out "$work/jobs" >/dev/null
 # Predicted against measured on this machine's host device, after calibrating it.
 "$build/memtwin" calibrate --device host --ranks 2 --out "$work/host-2.yaml" >/dev/null
 "$build/memtwin" calibrate --device host --ranks 1 --out "$work/host-1.yaml" >/dev/null
@@ -34,6 +35,7 @@ mkdir -p "$out"
 "$build/memtwin" report "$work/sweep" --out "$work/sweep.html" --png-dir "$work/png-sweep"
 "$build/memtwin" report "$work/preempt" --out "$work/preempt.html" --png-dir "$work/png-preempt"
 "$build/memtwin" report "$work/rates" --out "$work/rates.html" --png-dir "$work/png-rates"
+"$build/memtwin" report "$work/jobs" --out "$work/jobs.html" --png-dir "$work/png-jobs"
 cp "$work/png-train/memory-breakdown.png" "$out/training-memory-breakdown.png"
 cp "$work/png-train/memory-timeline.png" "$out/training-memory-timeline.png"
 cp "$work/png-train/step-timeline.png" "$out/training-step-timeline.png"
@@ -42,6 +44,7 @@ cp "$work/png-serve/kv-occupancy.png" "$out/serving-kv-occupancy.png"
 cp "$work/png-preempt/preemptions.png" "$out/serving-preemptions.png"
 cp "$work/png-preempt/tier-traffic.png" "$out/serving-tier-traffic.png"
 cp "$work/png-rates/load-curve.png" "$out/serving-load-curve.png"
+cp "$work/png-jobs/job-steps.png" "$out/jobs-serving-beside-training.png"
 cp "$work/png-sweep/sweep.png" "$out/sweep-peak-memory.png"
 cp "$work/png-validate-train/validation.png" "$out/validation-training-errors.png"
 cp "$work/png-validate-train/memory-timeline-compare.png" "$out/validation-training-memory.png"

@@ -46,9 +46,9 @@ class ExpertParallelGroup final : public ReplicaGroup {
     for (auto& m : members_) m->scheduler->on_finish = f;
   }
   [[nodiscard]] double ended_s() const override { return ended_s_; }
-  void start(const Platform& platform, int first_replica) override {
-    sg4::Actor::create("expert_group" + std::to_string(first_replica), platform.gpus[members_.front()->placement.gpus.front()],
-                       [this] { run(); });
+  std::vector<sg4::ActorPtr> start(const Platform& platform, int first_replica) override {
+    return {sg4::Actor::create("expert_group" + std::to_string(first_replica), platform.gpus[members_.front()->placement.gpus.front()],
+                       [this] { run(); })};
   }
 
  private:

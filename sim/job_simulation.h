@@ -1,28 +1,42 @@
 #pragma once
-// Several training jobs on one shared cluster (`jobs:`): each job's plan on its share of one
-// SimGrid platform, each alone and then all together, and the links they share.
+// Several jobs on one shared cluster (`jobs:`), training and serving: each job's plan on its share
+// of one SimGrid platform, each alone and then all together, and the links they share.
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "models/plan/plan.h"
 #include "models/scenario.h"
+#include "models/serving/serving_run.h"
 #include "sim/step_simulation.h"
 
 namespace memtwin::sim {
 
-/// A training job on a shared cluster (`jobs:`): its scenario, its plan and the shared cluster's
-/// GPU each of its ranks runs on.
+/// A job on a shared cluster (`jobs:`): its scenario, its plan (a training job's; none for a
+/// serving job, whose scenario says what it serves) and the shared cluster's GPU each of its ranks
+/// runs on.
 struct PlacedJob {
   const Scenario* scenario = nullptr;
   const Plan* plan = nullptr;
   std::vector<int> gpus;
 };
 
-/// Each job's step alone and together, by job. Times are each step's own (from its first op to
-/// its last); memory timelines and traces are not kept meaningful across phases.
+/// What each job did alone and together. Times are each step's or run's own (a step from its
+/// first op to its last, a serving run from its start); memory timelines and traces are not kept
+/// meaningful across phases.
+struct JobOutcome {
+  /// A training job: its step alone, and its step together. Beside serving jobs it runs step after
+  /// step until they have served every request: `together` is then the first of them with
+  /// `step_s` and `comm_busy_s` the mean over all `steps_together` (an out-of-memory any one's).
+  StepSimulation alone, together;
+  int steps_together = 0;
+  /// A serving job: its run alone and together.
+  std::optional<ServingRun> served_alone, served_together;
+};
+
 struct JobSteps {
-  std::vector<StepSimulation> alone, together;
+  std::vector<JobOutcome> jobs;  ///< by job
   /// A link direction that more than one job used alone: which jobs, and what it carried while
   /// they ran together (bytes, and their mean rate over its bandwidth for the together phase).
   struct SharedLink {
@@ -36,7 +50,8 @@ struct JobSteps {
 /// The jobs of `deployment` (a `jobs:` scenario) on one platform built of its cluster, every rank
 /// simulated: each job alone, one after another, then all of them from one instant, so that the
 /// difference is the sharing of links. Refused (ScenarioError) past this machine's actors, memory
-/// or the scenario's time limit, as a single step is.
+/// or the scenario's time limit, as a single step is; the training steps beside serving jobs are
+/// estimated, and checked, once the serving jobs' runs alone show how long they serve.
 JobSteps simulate_jobs(const Scenario& deployment, const std::vector<PlacedJob>& jobs);
 
 }  // namespace memtwin::sim

@@ -143,11 +143,13 @@ class Replica final : public ReplicaGroup {
     for (const auto& e : engines_) t = std::max(t, e->ended_s());
     return t;
   }
-  void start(const Platform& platform, int index) override {
+  std::vector<sg4::ActorPtr> start(const Platform& platform, int index) override {
+    std::vector<sg4::ActorPtr> actors;
     for (std::size_t e = 0; e < engines_.size(); ++e) {
-      sg4::Actor::create("replica" + std::to_string(index) + ".engine" + std::to_string(e),
-                         platform.gpus[placement_.gpus.front()], [this, e] { engines_[e]->run(); });
+      actors.push_back(sg4::Actor::create("replica" + std::to_string(index) + ".engine" + std::to_string(e),
+                         platform.gpus[placement_.gpus.front()], [this, e] { engines_[e]->run(); }));
     }
+    return actors;
   }
 
  private:
@@ -163,17 +165,18 @@ std::unique_ptr<ReplicaGroup> make_replica(int index, const Scenario& s, const I
   return std::make_unique<Replica>(index, s, model, kv, out, capacity_blocks, block_bytes, platform, std::move(placement));
 }
 
-void start_router(const Platform& platform, const Inference& inf, ServingRun& out, std::size_t& next,
-                  std::function<void(std::size_t)> route, std::function<void()> close_all, double& ended_s) {
-  sg4::Actor::create("router", platform.cpus[0], [&inf, &out, &next, route = std::move(route), close_all = std::move(close_all),
-                                                  &ended_s] {
+sg4::ActorPtr start_router(const Platform& platform, const Inference& inf, ServingRun& out, std::size_t& next,
+                           std::function<void(std::size_t)> route, std::function<void()> close_all, double& ended_s) {
+  return sg4::Actor::create("router", platform.cpus[0], [&inf, &out, &next, route = std::move(route),
+                                                         close_all = std::move(close_all), &ended_s] {
+    const double origin = sg4::Engine::get_clock();  // 0 for a run of its own
     const std::size_t total = out.requests.size();
     if (inf.workload.arrival == Arrival::closed_loop && inf.workload.trace.empty()) {
       const std::size_t initial = std::min<std::size_t>(inf.workload.concurrency, total);
       while (next < initial) route(next++);
     } else {
       for (; next < total; ++next) {
-        const double wait = out.requests[next].arrival_s - sg4::Engine::get_clock();
+        const double wait = origin + out.requests[next].arrival_s - sg4::Engine::get_clock();
         if (wait > 0) sg4::this_actor::sleep_for(wait);
         route(next);
       }

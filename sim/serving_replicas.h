@@ -130,14 +130,15 @@ class ReplicaGroup {
   /// Each request whose prefill starts (BatchScheduler::on_prefill_start).
   virtual void on_prefill_start(const std::function<void(std::size_t)>& f) = 0;
   [[nodiscard]] virtual double ended_s() const = 0;
-  virtual void start(const Platform& platform, int first_replica) = 0;
+  /// Creates its actors now (they end once closed and drained), and returns them.
+  virtual std::vector<sg4::ActorPtr> start(const Platform& platform, int first_replica) = 0;
 };
 
 /// The router actor, on the first CPU: releases the run's requests to `route` at their arrival
-/// times (a closed loop: its first `concurrency` at once, the others as `route`'s caller issues them
-/// on completions), `next` being the next to release; with no requests it closes everything at
-/// once (`close_all`). `ended_s` is when it let go of the last.
-void start_router(const Platform& platform, const Inference& inf, ServingRun& out, std::size_t& next,
+/// times, counted from the moment it starts (a closed loop: its first `concurrency` at once, the
+/// others as `route`'s caller issues them on completions), `next` being the next to release; with
+/// no requests it closes everything at once (`close_all`). `ended_s` is when it let go of the last.
+sg4::ActorPtr start_router(const Platform& platform, const Inference& inf, ServingRun& out, std::size_t& next,
                   std::function<void(std::size_t)> route, std::function<void()> close_all, double& ended_s);
 
 /// A replica on its own, replica `index` of the run.

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <optional>
+#include <set>
 #include <sstream>
 
 #include "models/analytic/memory_report.h"
@@ -25,6 +27,18 @@
 
 namespace memtwin {
 namespace {
+
+// What a serving run executed, as 16 hex digits: its request stream, KV geometry and limits
+// (serving_plan_hash) and the ops its iterations ran.
+std::string serving_run_hash(const Scenario& s, const std::set<std::string>& ops) {
+  const ServingMemory memory = serving_memory(s);
+  return iteration_plan_hash(serving_plan_hash(s, generate_requests(*s.inference, s.seed), memory.capacity_blocks,
+                                               memory.block_bytes.as_double()),
+                             ops);
+}
+std::string serving_run_hash(const Scenario& s, const ServingRun& colocated) {
+  return serving_run_hash(s, IterationPlan(s).signatures(colocated.planned_op_kinds));
+}
 
 class SimBackend final : public Backend {
   RunResult run_serving(const Scenario& s) {
@@ -55,10 +69,7 @@ class SimBackend final : public Backend {
     add_serving_results(r.metrics, r.notes, s, *run);
     r.metrics["simulated"] = {{"replicas", s.inference->serving.replicas}, {"iterations", run->iterations},
                               {"requests", static_cast<std::int64_t>(run->requests.size())},
-                              {"plan_hash", iteration_plan_hash(serving_plan_hash(s, generate_requests(*s.inference, s.seed),
-                                                                                  memory.capacity_blocks,
-                                                                                  memory.block_bytes.as_double()),
-                                                                ops)},
+                              {"plan_hash", serving_run_hash(s, ops)},
                               {"iteration_ops", ops}};
     r.files["requests.csv"] = [run, disaggregated = s.inference->disaggregation.has_value()] { return requests_csv(*run, disaggregated); };
     r.files["kv_timeline.csv"] = [run] {
@@ -83,33 +94,62 @@ class SimBackend final : public Backend {
     return "SimGrid discrete-event simulation: one training step, or a serving run under its request load";
   }
 
-  // Training jobs on one shared cluster: each job's step alone and together, and the slow-down.
+  // Jobs on one shared cluster: each job alone and together, and the slow-down.
   RunResult run_jobs(const Scenario& s) {
-    std::vector<Plan> plans;
-    for (const JobSpec& job : s.jobs) plans.push_back(build_training_plan(*job.scenario));
-    std::vector<sim::PlacedJob> placed;
-    for (std::size_t i = 0; i < s.jobs.size(); ++i) placed.push_back({s.jobs[i].scenario.get(), &plans[i], s.jobs[i].placement(s.cluster)});
-    const sim::JobSteps steps = sim::simulate_jobs(s, placed);
     RunResult r;
     r.backend = name();
     r.fits = true;
+    std::vector<std::optional<Plan>> plans(s.jobs.size());
+    std::vector<sim::PlacedJob> placed;
+    for (std::size_t i = 0; i < s.jobs.size(); ++i) {
+      const Scenario& own = *s.jobs[i].scenario;
+      if (own.training) plans[i] = build_training_plan(own);  // a serving job fits its GPUs (the loader checks)
+      placed.push_back({&own, plans[i] ? &*plans[i] : nullptr, s.jobs[i].placement(s.cluster)});
+    }
+    const sim::JobSteps steps = sim::simulate_jobs(s, placed);
+    Fnv1a together;  // the plans that ran together, each under its job's name
     for (std::size_t i = 0; i < s.jobs.size(); ++i) {
       const JobSpec& job = s.jobs[i];
-      const sim::StepSimulation &alone = steps.alone[i], &together = steps.together[i];
-      const Cluster& own = job.scenario->cluster;
+      const Scenario& own = *job.scenario;
+      const sim::JobOutcome& o = steps.jobs[i];
       nlohmann::ordered_json j;
-      j["scenario"] = job.scenario->name;
-      j["gpus"] = own.total_gpus();
-      j["nodes"] = {job.first_node, job.first_node + own.nodes - 1};
-      j["gpus_of_each_node"] = {job.first_gpu, job.first_gpu + own.gpus_per_node - 1};
-      j["step_s"] = {{"alone", alone.step_s}, {"together", together.step_s}};
-      j["slowdown"] = together.step_s / alone.step_s;
-      j["comm_busy_s"] = {{"alone", alone.comm_busy_s}, {"together", together.comm_busy_s}};
-      j["plan_hash"] = plans[i].hash_hex();
-      const bool oom = alone.oom || together.oom;
-      r.fits = r.fits && !oom;
-      if (oom) r.notes.push_back("job '" + job.name + "' runs out of memory: run its scenario alone for the report");
+      j["scenario"] = own.name;
+      j["workload"] = workload_name(own);
+      j["gpus"] = own.cluster.total_gpus();
+      j["nodes"] = {job.first_node, job.first_node + own.cluster.nodes - 1};
+      j["gpus_of_each_node"] = {job.first_gpu, job.first_gpu + own.cluster.gpus_per_node - 1};
+      std::string hash;
+      if (own.training) {
+        j["step_s"] = {{"alone", o.alone.step_s}, {"together", o.together.step_s}};
+        j["slowdown"] = o.together.step_s / o.alone.step_s;
+        j["comm_busy_s"] = {{"alone", o.alone.comm_busy_s}, {"together", o.together.comm_busy_s}};
+        j["steps_together"] = o.steps_together;
+        hash = plans[i]->hash_hex();
+        const bool oom = o.alone.oom || o.together.oom;
+        r.fits = r.fits && !oom;
+        if (oom) r.notes.push_back("job '" + job.name + "' runs out of memory: run its scenario alone for the report");
+      } else {
+        // The serving report's own figures, alone and together.
+        nlohmann::ordered_json alone, with_others;
+        std::vector<std::string> unused;
+        add_serving_results(alone, unused, own, *o.served_alone);
+        add_serving_results(with_others, unused, own, *o.served_together);
+        for (const char* latency : {"ttft", "tpot", "e2e"}) {
+          j[std::string(latency) + "_s"] = {{"alone", alone["latency_s"][latency]}, {"together", with_others["latency_s"][latency]}};
+        }
+        j["output_tokens_per_s"] = {{"alone", alone["throughput"]["output_tokens_per_s"]},
+                                    {"together", with_others["throughput"]["output_tokens_per_s"]}};
+        j["fraction_meeting_slo"] = {{"alone", alone["goodput"]["fraction_meeting_slo"]},
+                                     {"together", with_others["goodput"]["fraction_meeting_slo"]}};
+        const double mean_alone = alone["latency_s"]["e2e"].is_null() ? 0.0 : alone["latency_s"]["e2e"]["mean"].get<double>();
+        const double mean_together = with_others["latency_s"]["e2e"].is_null() ? 0.0 : with_others["latency_s"]["e2e"]["mean"].get<double>();
+        j["slowdown"] = mean_alone > 0 ? mean_together / mean_alone : 1.0;
+        hash = serving_run_hash(own, *o.served_together);
+      }
+      j["plan_hash"] = hash;
       r.metrics["jobs"][job.name] = j;
+      together.add(job.name);
+      together.add(hash);
     }
     // The links more than one job uses, and what they carried with the jobs together.
     r.metrics["shared_links"] = nlohmann::ordered_json::array();
@@ -118,11 +158,6 @@ class SimBackend final : public Backend {
       for (std::size_t j : link.jobs) names.push_back(s.jobs[j].name);
       r.metrics["shared_links"].push_back(
           {{"link", link.link}, {"direction", link.direction}, {"jobs", names}, {"bytes", link.bytes}, {"utilization", link.utilization}});
-    }
-    Fnv1a together;  // the plans that ran together, each under its job's name
-    for (std::size_t i = 0; i < s.jobs.size(); ++i) {
-      together.add(s.jobs[i].name);
-      together.add(plans[i].hash_hex());
     }
     r.metrics["simulated"] = {{"jobs", s.jobs.size()},
                               {"fidelity", "full"},

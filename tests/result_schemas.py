@@ -53,6 +53,7 @@ def main():
         "training, analytic": ["run", "scenarios/quickstart.yaml", "--backend", "analytic", "--json"],
         "training, sim": ["run", "scenarios/quickstart.yaml", "--backend", "sim", "--json"],
         "jobs, sim": ["run", "scenarios/jobs/two-fsdp-jobs-shared-nodes.yaml", "--json"],
+        "jobs, serving beside training, sim": ["run", "scenarios/jobs/serving-beside-training-across-spine.yaml", "--json"],
         "training, sim, out of memory": ["run", "scenarios/quickstart.yaml", "--backend", "sim", "--json",
                                          "--set", "training.micro_batch=4", "--set", "training.global_batch=32"],
         "serving, analytic": ["run", "scenarios/serving/llama3-8b-h100-kivi4-kv.yaml", "--backend", "analytic", "--json"],

@@ -147,18 +147,23 @@ def kv_occupancy(rows):
 
 
 def job_steps(doc):
-    """Each job's step alone and together on the shared cluster (a `jobs:` scenario's result)."""
+    """Each job alone and together on the shared cluster (a `jobs:` scenario's result): a training
+    job's step, a serving job's mean request latency."""
     jobs = doc["jobs"]
     names = list(jobs)
+
+    def seconds(job):
+        return job["step_s"] if job.get("workload", "training") == "training" else {k: (job["e2e_s"][k] or {}).get("mean", 0) for k in ("alone", "together")}
+
     fig, ax = plt.subplots(figsize=(max(5, 1.6 * len(names) + 2), 3.2))
     x = range(len(names))
-    ax.bar([i - 0.2 for i in x], [jobs[n]["step_s"]["alone"] for n in names], width=0.4, label="alone", color="#4878d0")
-    ax.bar([i + 0.2 for i in x], [jobs[n]["step_s"]["together"] for n in names], width=0.4, label="together", color="#ee854a")
+    ax.bar([i - 0.2 for i in x], [seconds(jobs[n])["alone"] for n in names], width=0.4, label="alone", color="#4878d0")
+    ax.bar([i + 0.2 for i in x], [seconds(jobs[n])["together"] for n in names], width=0.4, label="together", color="#ee854a")
     for i, n in enumerate(names):
-        ax.annotate(f"x{jobs[n]['slowdown']:.2f}", (i + 0.2, jobs[n]["step_s"]["together"]), ha="center", va="bottom", fontsize=8)
+        ax.annotate(f"x{jobs[n]['slowdown']:.2f}", (i + 0.2, seconds(jobs[n])["together"]), ha="center", va="bottom", fontsize=8)
     ax.set_xticks(list(x))
-    ax.set_xticklabels(names)
-    return _finish(fig, ax, "job", "step time (s)", "Each job's step alone and together on the shared cluster", legend=True)
+    ax.set_xticklabels([f"{n}\n({'step' if jobs[n].get('workload', 'training') == 'training' else 'mean latency'})" for n in names])
+    return _finish(fig, ax, "job", "seconds", "Each job alone and together on the shared cluster", legend=True)
 
 
 def link_utilization(rows, shown=6):

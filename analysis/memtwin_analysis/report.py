@@ -78,7 +78,8 @@ def _figures_for(path):
     beside = lambda name: os.path.join(directory, name)  # noqa: E731
     shown = []
     if doc.get("workload") == "jobs":
-        shown.append(("job-steps", "Each job's step alone and together (the label: together / alone)", _png(figures.job_steps(doc))))
+        shown.append(("job-steps", "Each job alone and together: a training job's step, a serving job's mean request "
+                      "latency (the label: together / alone)", _png(figures.job_steps(doc))))
         metrics = {f"{name} slowdown": job["slowdown"] for name, job in doc["jobs"].items()}
     elif doc.get("workload") == "training":
         shown.append(("memory-breakdown", "Per-GPU memory by category", _png(figures.memory_breakdown(doc))))

@@ -72,3 +72,16 @@ def test_quality_pareto_joins_the_methods_nothing_beats():
     assert {bytes_of["none fp16"], bytes_of["int8 groups of 32 channels"], bytes_of["kivi 4 bits, residual 32"]} <= on_front
     assert bytes_of["none fp8 (e4m3, scale 1)"] not in on_front
     assert bytes_of["int2 groups of 32 channels"] not in on_front
+
+
+def test_job_steps_draws_a_training_step_and_a_serving_latency_alone_and_together():
+    doc = {"jobs": {
+        "train": {"workload": "training", "step_s": {"alone": 1.8, "together": 2.0}, "slowdown": 2.0 / 1.8},
+        "serve": {"workload": "inference", "slowdown": 1.2,
+                  "e2e_s": {"alone": {"mean": 2.5, "p50": 2.4, "p90": 3, "p99": 4},
+                            "together": {"mean": 3.0, "p50": 2.9, "p90": 3.5, "p99": 5}}}}}
+    ax = figures.job_steps(doc).axes[0]
+    heights = sorted(round(p.get_height(), 6) for p in ax.patches)
+    assert heights == [1.8, 2.0, 2.5, 3.0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["train\n(step)", "serve\n(mean latency)"]
+    assert {t.get_text() for t in ax.texts} == {"x1.11", "x1.20"}

@@ -5,7 +5,9 @@
 #include <set>
 #include <string>
 
+#include "models/memory/serving_memory.h"
 #include "models/scenario/did_you_mean.h"
+#include "models/scenario/yaml_limits.h"
 #include "models/scenario_loader.h"
 
 namespace memtwin {
@@ -15,6 +17,19 @@ std::string str(long long n) { return std::to_string(n); }
 
 // A job's keys, in the order the documentation gives them.
 const std::vector<std::string> kJobKeys = {"name", "scenario", "first_node", "first_gpu"};
+
+// Whether a scenario file has a `jobs:` section (false when it is too large or not YAML: loading it
+// says why).
+bool holds_jobs(const std::filesystem::path& file) {
+  std::error_code ignored;
+  if (std::filesystem::file_size(file, ignored) > kMaxYamlFileBytes) return false;
+  try {
+    const YAML::Node root = YAML::LoadFile(file.string());
+    return root.IsMap() && root["jobs"].IsDefined();
+  } catch (const YAML::Exception&) {
+    return false;
+  }
+}
 
 }  // namespace
 
@@ -59,10 +74,20 @@ std::vector<JobSpec> build_jobs(const YAML::Node& jobs, const ScenarioTree& tree
     if (!std::filesystem::is_regular_file(file)) fail(at + ".scenario", file_node, "no scenario file " + file.string());
     spec.first_node = count("first_node");
     spec.first_gpu = count("first_gpu");
+    // A job's file may not hold jobs of its own (they could name this file again): read before it is loaded.
+    if (holds_jobs(file)) fail(at + ".scenario", file_node, file.string() + " is itself a scenario of jobs");
     // Errors inside the job's own file point there.
     auto scenario = std::make_shared<Scenario>(load_scenario_file(file.string()).scenario);
-    if (!scenario->training) {
-      fail(at + ".scenario", file_node, file.string() + " is not a training scenario: jobs simulate training steps together");
+    if (scenario->inference && scenario->inference->disaggregation) {
+      fail(at + ".scenario", file_node, file.string() + " is a disaggregated deployment: a serving job's "
+                                        "prefill and decode run on the same replicas");
+    }
+    if (scenario->inference) {
+      const ServingMemory memory = serving_memory(*scenario);
+      if (!memory.fits) {
+        fail(at + ".scenario", file_node, file.string() + " does not fit its GPUs (" + memory.why_not +
+                                              "): a serving job must, to serve beside the others; run it alone for the memory report");
+      }
     }
     const Cluster& own = scenario->cluster;
     if (own.gpu.name != shared.gpu.name) {

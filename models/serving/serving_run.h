@@ -80,6 +80,27 @@ struct ServingRun {
   IterationOpKinds planned_op_kinds = 0;
   /// A hardware engine: the signature of every op it executed (iteration_plan.h), call by call.
   std::set<std::string> executed_ops;
+
+  /// Its times counted from `origin`: a run that began at `origin` on a clock it shared with other
+  /// work (a serving job among others, sim/job_simulation.h) reads as a run of its own.
+  void count_times_from(double origin) {
+    auto shift = [origin](double& t) {
+      if (t >= 0) t -= origin;  // -1 (never) and -2 (rejected) are not times
+    };
+    for (RequestRecord& r : requests) {
+      shift(r.arrival_s);
+      shift(r.first_token_s);
+      shift(r.finish_s);
+      shift(r.prefilled_s);
+    }
+    for (KvSample& k : kv_timeline) k.time_s -= origin;
+    for (Iteration& it : iteration_log) {
+      it.start_s -= origin;
+      it.end_s -= origin;
+    }
+    makespan_s -= origin;
+    last_arrival_s -= origin;
+  }
 };
 
 }  // namespace memtwin

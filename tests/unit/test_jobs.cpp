@@ -1,4 +1,4 @@
-// Several training jobs on one cluster (`jobs:`): each job's step alone and together on one
+// Several training and serving jobs on one cluster (`jobs:`): each job alone and together on one
 // SimGrid platform, slower together only where the jobs share a link.
 #include <catch2/catch.hpp>
 
@@ -36,12 +36,36 @@ std::string jobs_file(const std::string& jobs_yaml) {
   const auto dir = std::filesystem::temp_directory_path() / "memtwin-jobs-test";
   std::filesystem::create_directories(dir);
   std::filesystem::copy_file(source_path(kJob), dir / "job.yaml", std::filesystem::copy_options::overwrite_existing);
-  std::filesystem::copy_file(source_path("scenarios/serving/llama3-8b-h100-fp16-kv.yaml"), dir / "inference.yaml",
+  std::filesystem::copy_file(source_path("scenarios/serving/llama3-8b-disagg-2p2d-h100.yaml"), dir / "disaggregated.yaml",
                              std::filesystem::copy_options::overwrite_existing);
+  std::ofstream(dir / "too-big.yaml") << "name: too-big\ncluster: {nodes: 1, gpus_per_node: 1, gpu: h100-sxm}\nmodel: llama-3.1-70b\n"
+                                          "inference:\n  engine: vllm\n  workload: {arrival: poisson, rate: 1/s, requests: 10, prompt_tokens: {dist: fixed, value: 100},\n"
+                                          "             output_tokens: {dist: fixed, value: 10}}\n";
+  std::ofstream(dir / "nested.yaml") << "name: nested\ncluster: {nodes: 1, gpus_per_node: 8, gpu: h100-sxm}\n"
+                                         "jobs:\n  - {name: again, scenario: jobs.yaml}\n";
   std::ofstream(dir / "a100.yaml") << "name: a100-job\ncluster: {nodes: 1, gpus_per_node: 4, gpu: a100-80gb}\nmodel: llama-3-8b\n"
                                        "training: {global_batch: 8, seq_len: 2048}\n";
   std::ofstream(dir / "jobs.yaml") << "name: test-jobs\ncluster: {nodes: 2, gpus_per_node: 8, gpu: h100-sxm}\n" << jobs_yaml;
   return (dir / "jobs.yaml").string();
+}
+
+// A jobs scenario of the examples with every job moved from node 1 to node 0 (`first_node: 1` ->
+// 0), run from a temporary directory beside copies of its jobs' files.
+nlohmann::json run_on_nodes_0_and_1(const std::string& jobs_scenario, const std::vector<std::string>& job_files) {
+  const auto dir = std::filesystem::temp_directory_path() / "memtwin-jobs-moved-test";
+  std::filesystem::create_directories(dir);
+  for (const std::string& job : job_files) {
+    std::filesystem::copy_file(source_path(job), dir / std::filesystem::path(job).filename(),
+                               std::filesystem::copy_options::overwrite_existing);
+  }
+  std::ifstream in(source_path(jobs_scenario));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (std::size_t at; (at = text.find("first_node: 1")) != std::string::npos;) text.replace(at, 13, "first_node: 0");
+  std::ofstream(dir / "moved.yaml") << text;
+  const auto r = run_memtwin({"run", (dir / "moved.yaml").string(), "--json"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  return nlohmann::json::parse(r.out);
 }
 
 }  // namespace
@@ -106,7 +130,11 @@ TEST_CASE("a jobs scenario is refused where a job cannot be placed, naming the j
   check_refused("jobs:\n  - {name: a, scenario: job.yaml}\n  - {name: a, scenario: job.yaml, first_gpu: 4}\n",
                 "another job is named 'a'");
   check_refused("jobs:\n  - {name: a, scenario: missing.yaml}\n", "no scenario file");
-  check_refused("jobs:\n  - {name: a, scenario: inference.yaml}\n", "is not a training scenario");
+  check_refused("jobs:\n  - {name: a, scenario: disaggregated.yaml}\n", "is a disaggregated deployment");
+  // A serving job that cannot hold its weights and a KV cache has nothing to serve beside the others.
+  check_refused("jobs:\n  - {name: a, scenario: too-big.yaml}\n", "too-big.yaml does not fit its GPUs (weights");
+  // A job's file holding jobs of its own, here naming this file again: refused before it is loaded.
+  check_refused("jobs:\n  - {name: a, scenario: nested.yaml}\n", "nested.yaml is itself a scenario of jobs");
   check_refused("jobs:\n  - {name: a, scenario: a100.yaml}\n", "the job runs on a100-80gb GPUs; the shared cluster's are h100-sxm");
   check_refused("jobs: []\n", "expected a list of jobs");
   check_refused("model: llama-3-8b\njobs:\n  - {name: a, scenario: job.yaml}\n", "has no model of its own");
@@ -141,18 +169,7 @@ TEST_CASE("on a leaf-spine fabric, jobs are slower together only where they cros
   }
   // The same two jobs on nodes 0 and 1, both on leaf 0: the spine is not on their paths, and the
   // nodes' own uplinks to their leaf are not oversubscribed.
-  const auto dir = std::filesystem::temp_directory_path() / "memtwin-spine-test";
-  std::filesystem::create_directories(dir);
-  std::filesystem::copy_file(source_path(kJob), dir / "job.yaml", std::filesystem::copy_options::overwrite_existing);
-  std::ifstream in(source_path(across));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  for (std::size_t at; (at = text.find("first_node: 1")) != std::string::npos;) text.replace(at, 13, "first_node: 0");
-  for (std::size_t at; (at = text.find("llama3-8b-fsdp-2x4xh100.yaml")) != std::string::npos;) text.replace(at, 28, "job.yaml");
-  std::ofstream(dir / "one-leaf.yaml") << text;
-  const auto r = run_memtwin({"run", (dir / "one-leaf.yaml").string(), "--json"});
-  INFO(r.err);
-  REQUIRE(r.exit_code == 0);
-  const auto one_leaf = nlohmann::json::parse(r.out);
+  const auto one_leaf = run_on_nodes_0_and_1(across, {kJob});
   for (const char* name : {"first", "second"}) {
     INFO(name);
     CHECK(one_leaf["jobs"][name]["slowdown"].get<double>() == Approx(1.0).epsilon(1e-9));
@@ -175,4 +192,64 @@ TEST_CASE("a leaf-spine fabric: one node per leaf is fat-tree's uplink, one leaf
   const auto stray = run_memtwin({"run", source_path(kJob), "--set", "cluster.inter_node.nodes_per_leaf=2"});
   CHECK(stray.exit_code == 2);
   CHECK_THAT(stray.err, Catch::Contains("leaf-spine only"));
+}
+
+TEST_CASE("a serving job beside a training job: both slower together where they cross the same oversubscribed leaf uplinks, "
+          "neither on one leaf", "[unit]") {
+  const std::string beside = "scenarios/jobs/serving-beside-training-across-spine.yaml";
+  const std::string serving_file = "scenarios/jobs/llama3-70b-tp8-serving-2x4xh100.yaml";
+  const auto own = run_json(serving_file);
+  const double own_step = run_json(kJob)["time"]["step_s"].get<double>();
+  const auto crossing = run_json(beside);
+  const auto& serving = crossing["jobs"]["serving"];
+  const auto& training = crossing["jobs"]["training"];
+  CHECK(serving["workload"] == "inference");
+  CHECK(training["workload"] == "training");
+  // Alone on its GPUs of the shared cluster, the serving job serves as on its own two nodes: the
+  // same requests (its plan hash), the same latencies and throughput, to rounding (its run starts
+  // later on the shared clock).
+  CHECK(serving["plan_hash"] == own["simulated"]["plan_hash"]);
+  for (const char* latency : {"ttft", "tpot", "e2e"}) {
+    INFO(latency);
+    for (const char* stat : {"mean", "p50", "p99"}) {
+      CHECK(serving[std::string(latency) + "_s"]["alone"][stat].get<double>() ==
+            Approx(own["latency_s"][latency][stat].get<double>()).epsilon(1e-9));
+    }
+  }
+  CHECK(serving["output_tokens_per_s"]["alone"].get<double>() ==
+        Approx(own["throughput"]["output_tokens_per_s"].get<double>()).epsilon(1e-9));
+  CHECK(training["step_s"]["alone"].get<double>() == Approx(own_step).epsilon(1e-9));
+  // Together, its tensor-parallel all-reduces share the leaf uplinks with the training job's
+  // gradients and parameters: every token comes later, and the training steps take longer.
+  CHECK(serving["tpot_s"]["together"]["p50"].get<double>() > 1.1 * serving["tpot_s"]["alone"]["p50"].get<double>());
+  CHECK(serving["ttft_s"]["together"]["p99"].get<double>() > serving["ttft_s"]["alone"]["p99"].get<double>());
+  CHECK(serving["slowdown"].get<double>() ==
+        Approx(serving["e2e_s"]["together"]["mean"].get<double>() / serving["e2e_s"]["alone"]["mean"].get<double>()).epsilon(1e-12));
+  CHECK(serving["slowdown"].get<double>() > 1.1);
+  CHECK(training["slowdown"].get<double>() > 1.05);
+  // The training job steps for as long as the serving job serves: a run of 400 requests at 8 a
+  // second lasts some 50 s, many steps of about two seconds.
+  CHECK(training["steps_together"].get<int>() >= 10);
+  std::set<std::string> shared;
+  for (const auto& link : crossing["shared_links"]) {
+    shared.insert(link["link"].get<std::string>());
+    CHECK(link["jobs"] == nlohmann::json::array({"serving", "training"}));
+  }
+  CHECK(shared == std::set<std::string>{"leaf0.uplink", "leaf1.uplink", "node1.uplink", "node2.uplink"});
+
+  // The same two jobs on nodes 0 and 1, one leaf: what they share (the nodes' uplinks to their
+  // leaf) is not oversubscribed, and neither slows down.
+  const auto one_leaf = run_on_nodes_0_and_1(beside, {kJob, serving_file});
+  CHECK(one_leaf["jobs"]["serving"]["slowdown"].get<double>() == Approx(1.0).epsilon(1e-9));
+  CHECK(one_leaf["jobs"]["serving"]["tpot_s"]["together"]["p99"].get<double>() ==
+        Approx(one_leaf["jobs"]["serving"]["tpot_s"]["alone"]["p99"].get<double>()).epsilon(1e-9));
+  CHECK(one_leaf["jobs"]["training"]["slowdown"].get<double>() == Approx(1.0).epsilon(1e-9));
+  for (const auto& link : one_leaf["shared_links"]) CHECK(link["link"].get<std::string>().rfind("leaf", 0) != 0);
+
+  // The training steps beside a serving job are estimated once the serving job's run alone shows
+  // how long it serves, and refused past the time limit before they run.
+  const auto slow = run_memtwin({"run", source_path(beside), "--set", "simulation.time_limit=500ms"});
+  CHECK(slow.exit_code == 2);
+  CHECK_THAT(slow.err, Catch::Contains("the training jobs' steps while the serving jobs run") &&
+                           Catch::Contains("steps of llama3-8b-fsdp-2x4xh100"));
 }
