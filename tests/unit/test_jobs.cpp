@@ -227,8 +227,8 @@ TEST_CASE("a serving job beside a training job: both slower together where they 
         Approx(serving["e2e_s"]["together"]["mean"].get<double>() / serving["e2e_s"]["alone"]["mean"].get<double>()).epsilon(1e-12));
   CHECK(serving["slowdown"].get<double>() > 1.1);
   CHECK(training["slowdown"].get<double>() > 1.05);
-  // The training job steps for as long as the serving job serves: a run of 400 requests at 8 a
-  // second lasts some 50 s, many steps of about two seconds.
+  // The training job steps for as long as the serving job serves: a run of 200 requests at 8 a
+  // second lasts some 25 s, a dozen steps of about two seconds.
   CHECK(training["steps_together"].get<int>() >= 10);
   std::set<std::string> shared;
   for (const auto& link : crossing["shared_links"]) {
