@@ -120,7 +120,13 @@ std::optional<ScheduledIteration> BatchScheduler::schedule() {
         continue;
       }
       const double held_bytes = kv_bytes(q, q.prefilled, q.generated);
-      const std::int64_t need = blocks_of(held_bytes) - (q.blocks + q.shared);
+      // Most decode steps stay inside the sequence's last block: then it needs none, and neither
+      // the division of blocks_of nor a grow is spent on it (the same count: every size here is a
+      // byte count far from a double's rounding at the block boundaries).
+      const std::int64_t have = q.blocks + q.shared;
+      const double have_bytes = static_cast<double>(have) * block_bytes_;
+      const std::int64_t need =
+          held_bytes <= have_bytes && held_bytes > have_bytes - block_bytes_ ? 0 : blocks_of(held_bytes) - have;
       bool preempted_self = false;
       while (need > free_blocks() && !running_.empty()) {
         preempted_self = &running_.back() == &q;
@@ -132,7 +138,7 @@ std::optional<ScheduledIteration> BatchScheduler::schedule() {
         break;
       }
       if (need > free_blocks()) break;
-      grow(q, q.blocks + q.shared + need);
+      if (need != 0) grow(q, have + need);
       it.decoding.push_back(&q);
       // Its share of the iteration's decode work (a later preemption in this pass only takes
       // sequences behind it; a pass that schedules nothing starts the load again).
