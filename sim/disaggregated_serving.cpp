@@ -67,7 +67,8 @@ DisaggregatedRun simulate_disaggregated_serving(const Scenario& s, Progress* pro
   auto engine = make_engine();
   LinkMeter::enable();
   const Platform platform = build_platform(s.cluster, node_clusters(s));
-  LinkMeter meter(platform.links, platform.cpus.front());
+  const LinkCounters counters(platform.links);
+  LinkMeter meter(counters, platform.cpus.front());
   Side prefill(s, InstanceRole::prefill, result.prefill_run, platform);
   Side decode(s, InstanceRole::decode, out, platform);
   out.capacity_blocks = decode.memory.capacity_blocks;

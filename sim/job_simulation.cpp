@@ -177,6 +177,7 @@ JobSteps simulate_jobs(const Scenario& deployment, const std::vector<PlacedJob>&
     }
     const std::vector<double> before = counters.read();
     const double began = sg4::Engine::get_clock();
+    LinkMeter meter(counters, all.cpus.front());  // the together phase's link load over time
     std::vector<std::vector<sg4::ActorPtr>> first_steps(jobs.size());
     std::vector<sg4::ActorPtr> serving_actors;
     for (std::size_t j = 0; j < jobs.size(); ++j) {
@@ -219,6 +220,7 @@ JobSteps simulate_jobs(const Scenario& deployment, const std::vector<PlacedJob>&
     join(steppers);
     together_bytes = bytes_since(before);
     together_s = sg4::Engine::get_clock() - began;
+    out.together_load = meter.finish();
   });
   engine->run();
   if (failed) std::rethrow_exception(failed);

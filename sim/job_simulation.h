@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "models/link_load.h"
 #include "models/plan/plan.h"
 #include "models/scenario.h"
 #include "models/serving/serving_run.h"
@@ -45,6 +46,9 @@ struct JobSteps {
     double bytes = 0, utilization = 0;
   };
   std::vector<SharedLink> shared_links;
+  /// Every link direction's bytes over the together phase, interval by interval (its times from
+  /// the phase's start).
+  LinkLoad together_load;
 };
 
 /// The jobs of `deployment` (a `jobs:` scenario) on one platform built of its cluster, every rank

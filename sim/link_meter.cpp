@@ -25,13 +25,13 @@ std::vector<double> LinkCounters::read() const {
   return bytes;
 }
 
-LinkMeter::LinkMeter(const std::vector<sg4::SplitDuplexLink*>& links, sg4::Host* host)
-    : counters_(links), last_cumulative_(counters_.directions().size(), 0.0) {
+LinkMeter::LinkMeter(const LinkCounters& counters, sg4::Host* host)
+    : counters_(counters), origin_(sg4::Engine::get_clock()), last_cumulative_(counters_.read()) {
   load_.links = counters_.directions();
   sg4::Actor::create("link_meter", host, [this] {
     for (;;) {
       const double end = (load_.interval_end_s.empty() ? 0.0 : load_.interval_end_s.back()) + interval_;
-      sg4::this_actor::sleep_until(end);
+      sg4::this_actor::sleep_until(origin_ + end);
       sample(end);
     }
   })->daemonize();
@@ -59,7 +59,7 @@ void LinkMeter::merge_pairs() {
 }
 
 LinkLoad LinkMeter::finish() {
-  const double now = sg4::Engine::get_clock();
+  const double now = sg4::Engine::get_clock() - origin_;
   if (load_.interval_end_s.empty() || now > load_.interval_end_s.back()) sample(now);
   LinkLoad out;
   out.interval_end_s = load_.interval_end_s;

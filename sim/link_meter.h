@@ -4,7 +4,8 @@
 // each interval's end). Memory stays bounded: past kMaxIntervals the intervals merge in pairs and
 // double in length, so a run of any duration keeps between half and all of kMaxIntervals.
 //   LinkMeter::enable();                  // after make_engine(), before the platform is built
-//   LinkMeter meter(platform.links, host);
+//   LinkCounters counters(platform.links);
+//   LinkMeter meter(counters, host);
 //   engine->run();
 //   LinkLoad load = meter.finish();
 #include <vector>
@@ -17,7 +18,7 @@ namespace memtwin::sim {
 
 /// What every direction of some links has carried so far, as SimGrid's link-load plugin integrates
 /// it (LinkMeter::enable() first): read at chosen instants, their differences are each period's
-/// bytes.
+/// bytes. One per link for the whole run (the plugin tracks a link once).
 class LinkCounters {
  public:
   explicit LinkCounters(const std::vector<simgrid::s4u::SplitDuplexLink*>& links);
@@ -39,19 +40,21 @@ class LinkMeter {
   /// Turns SimGrid's link-load plugin on: call once, before the links are created.
   static void enable();
 
-  /// Tracks `links` from now on; the sampler runs as a daemon on `host` (it never keeps the
-  /// simulation alive).
-  LinkMeter(const std::vector<simgrid::s4u::SplitDuplexLink*>& links, simgrid::s4u::Host* host);
+  /// Samples `counters`' links from now on (the clock at construction is the series' 0: construct it
+  /// inside an actor to meter one phase of a run); the sampler runs as a daemon on `host` (it never
+  /// keeps the simulation alive). `counters` outlives the meter.
+  LinkMeter(const LinkCounters& counters, simgrid::s4u::Host* host);
 
-  /// After the engine has run: the last interval up to the clock, and the link directions that
-  /// carried anything.
+  /// The last interval up to the clock, and the link directions that carried anything since the
+  /// meter was made (after the engine has run, or at the end of the phase it meters).
   LinkLoad finish();
 
  private:
   void sample(double at);
   void merge_pairs();
 
-  LinkCounters counters_;
+  const LinkCounters& counters_;
+  double origin_;  // the clock when the meter was made
   std::vector<double> last_cumulative_;
   LinkLoad load_;  // every direction's series, filtered by finish()
   double interval_ = kFirstInterval;

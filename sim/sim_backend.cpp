@@ -159,6 +159,7 @@ class SimBackend final : public Backend {
       r.metrics["shared_links"].push_back(
           {{"link", link.link}, {"direction", link.direction}, {"jobs", names}, {"bytes", link.bytes}, {"utilization", link.utilization}});
     }
+    r.files["link_utilization.csv"] = [load = std::make_shared<const LinkLoad>(steps.together_load)] { return link_load_csv(*load); };
     r.metrics["simulated"] = {{"jobs", s.jobs.size()},
                               {"fidelity", "full"},
                               {"phases", "each job alone, then all together"},

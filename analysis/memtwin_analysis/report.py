@@ -81,6 +81,10 @@ def _figures_for(path):
         shown.append(("job-steps", "Each job alone and together: a training job's step, a serving job's mean request "
                       "latency (the label: together / alone)", _png(figures.job_steps(doc))))
         metrics = {f"{name} slowdown": job["slowdown"] for name, job in doc["jobs"].items()}
+        link_rows = load.table(beside("link_utilization.csv")) if os.path.exists(beside("link_utilization.csv")) else []
+        if link_rows:
+            shown.append(("link-utilization", "Utilisation of the links that carried most while the jobs ran together",
+                          _png(figures.link_utilization(link_rows))))
     elif doc.get("workload") == "training":
         shown.append(("memory-breakdown", "Per-GPU memory by category", _png(figures.memory_breakdown(doc))))
         if os.path.exists(beside("timeline.csv")):

@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <sstream>
 #include <set>
 #include <string>
 #include <vector>
@@ -252,4 +254,43 @@ TEST_CASE("a serving job beside a training job: both slower together where they 
   CHECK(slow.exit_code == 2);
   CHECK_THAT(slow.err, Catch::Contains("the training jobs' steps while the serving jobs run") &&
                            Catch::Contains("steps of llama3-8b-fsdp-2x4xh100"));
+}
+
+TEST_CASE("a jobs run's link_utilization.csv holds the together phase, interval by interval, summing to the shared links' bytes",
+          "[unit]") {
+  const auto dir = std::filesystem::temp_directory_path() / "memtwin-jobs-links-test";
+  std::filesystem::remove_all(dir);
+  const auto r = run_memtwin({"run", source_path(kShared), "--out", dir.string()});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  std::ifstream result_file(dir / "result.json");
+  const auto result = nlohmann::json::parse(result_file);
+  std::ifstream csv(dir / "link_utilization.csv");
+  std::string line;
+  REQUIRE(std::getline(csv, line));
+  CHECK(line == "time_s,link,direction,utilization,bytes");
+  std::map<std::string, double> bytes;  // "link direction" -> summed over the intervals
+  double last_time = 0;
+  while (std::getline(csv, line)) {
+    std::istringstream fields(line);
+    std::string time, link, direction, utilization, carried;
+    std::getline(fields, time, ',');
+    std::getline(fields, link, ',');
+    std::getline(fields, direction, ',');
+    std::getline(fields, utilization, ',');
+    std::getline(fields, carried, ',');
+    bytes[link + " " + direction] += std::stod(carried);
+    last_time = std::max(last_time, std::stod(time));
+    CHECK(std::stod(utilization) <= 1.0 + 1e-9);
+  }
+  // The together phase only: it lasts one step of the slower job (the phases before it are not in
+  // the series), and each shared link's intervals add up to what it carried together.
+  const double together_step = result["jobs"]["first"]["step_s"]["together"].get<double>();
+  CHECK(last_time == Approx(together_step).epsilon(1e-6));
+  REQUIRE(!result["shared_links"].empty());
+  for (const auto& link : result["shared_links"]) {
+    const std::string key = link["link"].get<std::string>() + " " + link["direction"].get<std::string>();
+    INFO(key);
+    CHECK(bytes[key] == Approx(link["bytes"].get<double>()).epsilon(1e-6));
+  }
 }
