@@ -61,4 +61,28 @@ ProcessResult run_binary(const std::string& binary, const std::vector<std::strin
   return r;
 }
 
+std::vector<LinkUtilizationRow> read_link_utilization(const std::string& path) {
+  std::ifstream csv(path);
+  std::string line;
+  if (!std::getline(csv, line) || line != "time_s,link,direction,utilization,bytes") {
+    throw std::runtime_error(path + ": not a link_utilization.csv (header '" + line + "')");
+  }
+  std::vector<LinkUtilizationRow> rows;
+  while (std::getline(csv, line)) {
+    std::stringstream fields(line);
+    std::string time, utilization, bytes;
+    LinkUtilizationRow row;
+    std::getline(fields, time, ',');
+    std::getline(fields, row.link, ',');
+    std::getline(fields, row.direction, ',');
+    std::getline(fields, utilization, ',');
+    std::getline(fields, bytes, ',');
+    row.time_s = std::stod(time);
+    row.utilization = std::stod(utilization);
+    row.bytes = std::stod(bytes);
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
 }  // namespace memtwin::test

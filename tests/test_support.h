@@ -24,4 +24,14 @@ ProcessResult run_memtwin_device(const std::vector<std::string>& args);
 /// Any binary.
 ProcessResult run_binary(const std::string& binary, const std::vector<std::string>& args);
 
+/// One row of a run directory's link_utilization.csv.
+struct LinkUtilizationRow {
+  double time_s = 0;
+  std::string link, direction;
+  double utilization = 0, bytes = 0;
+};
+/// Its rows, in order; throws std::runtime_error when the file is missing or its header is not the
+/// documented one.
+std::vector<LinkUtilizationRow> read_link_utilization(const std::string& path);
+
 }  // namespace memtwin::test

@@ -6,7 +6,6 @@
 #include <fstream>
 #include <iterator>
 #include <map>
-#include <sstream>
 #include <set>
 #include <string>
 #include <vector>
@@ -265,23 +264,12 @@ TEST_CASE("a jobs run's link_utilization.csv holds the together phase, interval 
   REQUIRE(r.exit_code == 0);
   std::ifstream result_file(dir / "result.json");
   const auto result = nlohmann::json::parse(result_file);
-  std::ifstream csv(dir / "link_utilization.csv");
-  std::string line;
-  REQUIRE(std::getline(csv, line));
-  CHECK(line == "time_s,link,direction,utilization,bytes");
   std::map<std::string, double> bytes;  // "link direction" -> summed over the intervals
   double last_time = 0;
-  while (std::getline(csv, line)) {
-    std::istringstream fields(line);
-    std::string time, link, direction, utilization, carried;
-    std::getline(fields, time, ',');
-    std::getline(fields, link, ',');
-    std::getline(fields, direction, ',');
-    std::getline(fields, utilization, ',');
-    std::getline(fields, carried, ',');
-    bytes[link + " " + direction] += std::stod(carried);
-    last_time = std::max(last_time, std::stod(time));
-    CHECK(std::stod(utilization) <= 1.0 + 1e-9);
+  for (const auto& row : memtwin::test::read_link_utilization((dir / "link_utilization.csv").string())) {
+    bytes[row.link + " " + row.direction] += row.bytes;
+    last_time = std::max(last_time, row.time_s);
+    CHECK(row.utilization <= 1.0 + 1e-9);
   }
   // The together phase only: it lasts one step of the slower job (the phases before it are not in
   // the series), and each shared link's intervals add up to what it carried together.
