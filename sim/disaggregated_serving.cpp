@@ -56,46 +56,55 @@ struct Side {
 
 }  // namespace
 
-DisaggregatedRun simulate_disaggregated_serving(const Scenario& s, Progress* progress) {
-  const Inference& inf = *s.inference;
-  std::vector<Request> requests = generate_requests(inf, s.seed);
-  refuse_beyond_machine(s, estimate_serving(requests));
-  DisaggregatedRun result;
-  ServingRun& out = result.run;
-  out = start_serving_run(requests);
-  result.prefill_run = start_serving_run(requests);
-  auto engine = make_engine();
-  LinkMeter::enable();
-  const Platform platform = build_platform(s.cluster, node_clusters(s));
-  const LinkCounters counters(platform.links);
-  LinkMeter meter(counters, platform.cpus.front());
-  Side prefill(s, InstanceRole::prefill, result.prefill_run, platform);
-  Side decode(s, InstanceRole::decode, out, platform);
-  out.capacity_blocks = decode.memory.capacity_blocks;
-  result.prefill_run.capacity_blocks = prefill.memory.capacity_blocks;
+// The deployment's records, both sides and the router's and transfers' bookkeeping, which the
+// actors share.
+struct DisaggregatedSession::State {
+  State(const Scenario& deployment, const std::vector<Request>& requests, const Platform& on, Progress* reporter)
+      : s(deployment), inf(*deployment.inference), platform(on), progress(reporter),
+        result{start_serving_run(requests), start_serving_run(requests), {}},
+        out(result.run),
+        prefill(deployment, InstanceRole::prefill, result.prefill_run, on),
+        decode(deployment, InstanceRole::decode, result.run, on),
+        closed_loop(inf.workload.arrival == Arrival::closed_loop && inf.workload.trace.empty()),
+        layerwise(inf.disaggregation->layerwise_transfer),
+        layers(deployment.model.layers) {
+    out.capacity_blocks = decode.memory.capacity_blocks;
+    result.prefill_run.capacity_blocks = prefill.memory.capacity_blocks;
+    for (std::size_t i = 0; i < prefill.instances.size(); ++i) {
+      if (layerwise) prefill.instances[i]->on_prefill_start([this, i](std::size_t record) { start_streaming(record, i); });
+      prefill.instances[i]->on_finish([this, i](std::size_t record) {
+        if (result.prefill_run.requests[record].finish_s == -2) {  // a prompt no prefill instance can hold
+          out.requests[record].finish_s = -2;
+          ++out.rejected;
+          finish_one();
+          return;
+        }
+        hand_over(record, i);
+      });
+    }
+    for (auto& d : decode.instances) d->on_finish([this](std::size_t) { finish_one(); });
+  }
 
-  const std::size_t total = out.requests.size();
-  const bool closed_loop = inf.workload.arrival == Arrival::closed_loop && inf.workload.trace.empty();
-  std::size_t next = 0, finished = 0;
-  auto close_all = [&] {
+  void close_all() {
     for (auto* side : {&prefill, &decode})
       for (auto& i : side->instances) i->close();
-  };
-  auto route = [&](std::size_t record) {
+  }
+  void route(std::size_t record) {
     out.requests[record].arrival_s = sg4::Engine::get_clock();
     prefill.instances[prefill.pick()]->enqueue(0, record, out.requests[record].prompt_tokens);
-  };
-  auto finish = [&] {
+  }
+  void finish_one() {
     ++finished;
+    const std::size_t total = out.requests.size();
     if (progress) progress->report(finished, total, "requests");
     if (closed_loop && next < total) route(next++);
     if (finished >= total) close_all();
-  };
+  }
   // A request's KV cache crosses from its prefill instance to a decode instance. Each prefill GPU
   // holds its tensor rank's KV heads; with the same tensor parallelism on both sides each sends its
   // share to the same rank there, otherwise every pair of ranks exchanges its overlap. `per_gpu`
   // is what one prefill GPU sends; the flows run until all have arrived.
-  auto send_kv = [&](const std::vector<int>& src, const std::vector<int>& dst, double per_gpu) {
+  void send_kv(const std::vector<int>& src, const std::vector<int>& dst, double per_gpu) const {
     std::vector<sg4::CommPtr> flows;
     if (src.size() == dst.size()) {
       for (std::size_t g = 0; g < src.size(); ++g) {
@@ -107,18 +116,11 @@ DisaggregatedRun simulate_disaggregated_serving(const Scenario& s, Progress* pro
         for (int b : dst) flows.push_back(sg4::Comm::sendto_async(platform.gpus[a], platform.gpus[b], share));
     }
     for (auto& f : flows) f->wait();
-  };
+  }
   // Layer-wise transfer: when a prompt's prefill starts, the router picks its decode instance and
   // the KV of all layers but the last streams there while the prefill runs (a layer's KV cannot
   // leave before its layer is computed; the last one leaves at the prefill's end).
-  const bool layerwise = s.inference->disaggregation->layerwise_transfer;
-  const double layers = s.model.layers;
-  struct Streamed {
-    std::size_t to = 0;
-    sg4::SemaphorePtr arrived;  // released when the streamed layers have arrived
-  };
-  std::map<std::size_t, Streamed> streamed;
-  auto start_streaming = [&](std::size_t record, std::size_t from) {
+  void start_streaming(std::size_t record, std::size_t from) {
     if (streamed.count(record)) return;  // restarted by a recompute: its stream is under way
     Streamed& st = streamed[record];
     st.to = decode.pick();
@@ -126,13 +128,13 @@ DisaggregatedRun simulate_disaggregated_serving(const Scenario& s, Progress* pro
     const double per_gpu = prefill.kv->sequence_bytes(out.requests[record].prompt_tokens, 0) * (layers - 1) / layers;
     const std::vector<int>& src = prefill.gpus[from];
     sg4::Actor::create("kv_stream" + std::to_string(record), platform.gpus[src.front()],
-                       [&, src, dst = decode.gpus[st.to], per_gpu, arrived = st.arrived] {
+                       [this, src, dst = decode.gpus[st.to], per_gpu, arrived = st.arrived] {
                          send_kv(src, dst, per_gpu);
                          arrived->release();
                        });
-  };
+  }
   // A prompt prefilled: its KV cache (the rest of it, when streamed) goes to its decode instance.
-  auto hand_over = [&](std::size_t record, std::size_t from) {
+  void hand_over(std::size_t record, std::size_t from) {
     const auto stream = streamed.find(record);
     const std::size_t to = stream != streamed.end() ? stream->second.to : decode.pick();
     const sg4::SemaphorePtr streamed_part = stream != streamed.end() ? stream->second.arrived : nullptr;
@@ -147,7 +149,7 @@ DisaggregatedRun simulate_disaggregated_serving(const Scenario& s, Progress* pro
     ReplicaGroup* target = decode.instances[to].get();
     const double after_prefill = streamed_part ? per_gpu / layers : per_gpu;
     sg4::Actor::create("kv_transfer" + std::to_string(record), platform.gpus[src.front()],
-                       [&, record, src, dst, after_prefill, streamed_part, target] {
+                       [this, record, src, dst, after_prefill, streamed_part, target] {
       const double began = sg4::Engine::get_clock();
       send_kv(src, dst, after_prefill);
       if (streamed_part) streamed_part->acquire();
@@ -156,37 +158,74 @@ DisaggregatedRun simulate_disaggregated_serving(const Scenario& s, Progress* pro
       q.first_token_s = sg4::Engine::get_clock();  // the first token reaches the client with its KV
       if (q.output_tokens <= 1) {
         q.finish_s = q.first_token_s;
-        finish();
+        finish_one();
       } else {
         target->enqueue(0, record, q.prompt_tokens);
       }
     });
-  };
-  for (std::size_t i = 0; i < prefill.instances.size(); ++i) {
-    if (layerwise) prefill.instances[i]->on_prefill_start([&, i](std::size_t record) { start_streaming(record, i); });
-    prefill.instances[i]->on_finish([&, i](std::size_t record) {
-      if (result.prefill_run.requests[record].finish_s == -2) {  // a prompt no prefill instance can hold
-        out.requests[record].finish_s = -2;
-        ++out.rejected;
-        finish();
-        return;
-      }
-      hand_over(record, i);
-    });
   }
-  for (auto& d : decode.instances) d->on_finish([&](std::size_t) { finish(); });
 
-  double router_ended_s = 0;
-  start_router(platform, inf, out, next, route, close_all, router_ended_s);
+  const Scenario& s;
+  const Inference& inf;
+  const Platform& platform;
+  Progress* progress;
+  DisaggregatedRun result;
+  ServingRun& out;  // result.run
+  Side prefill, decode;
+  const bool closed_loop, layerwise;
+  const double layers;
+  std::size_t next = 0, finished = 0;
+  struct Streamed {
+    std::size_t to = 0;
+    sg4::SemaphorePtr arrived;  // released when the streamed layers have arrived
+  };
+  std::map<std::size_t, Streamed> streamed;
+  double began_s = 0, router_ended_s = 0;
+};
+
+DisaggregatedSession::DisaggregatedSession(const Scenario& deployment, const std::vector<Request>& requests,
+                                           const Platform& platform, Progress* progress)
+    : state_(std::make_unique<State>(deployment, requests, platform, progress)) {}
+
+DisaggregatedSession::~DisaggregatedSession() = default;
+
+std::vector<sg4::ActorPtr> DisaggregatedSession::start() {
+  State& st = *state_;
+  st.began_s = sg4::Engine::get_clock();
+  std::vector<sg4::ActorPtr> actors{start_router(st.platform, st.inf, st.out, st.next, [&st](std::size_t r) { st.route(r); },
+                                                 [&st] { st.close_all(); }, st.router_ended_s)};
   int first = 0;
-  for (auto* side : {&prefill, &decode})
-    for (auto& i : side->instances) i->start(platform, first++);
-  engine->run();
-  result.link_load = meter.finish();
-  out.makespan_s = router_ended_s;
-  for (auto* side : {&prefill, &decode})
+  for (Side* side : {&st.prefill, &st.decode})
+    for (auto& i : side->instances)
+      for (auto& a : i->start(st.platform, first++)) actors.push_back(std::move(a));
+  return actors;
+}
+
+DisaggregatedRun DisaggregatedSession::finish() {
+  State& st = *state_;
+  ServingRun& out = st.out;
+  out.makespan_s = st.router_ended_s;
+  for (Side* side : {&st.prefill, &st.decode})
     for (const auto& i : side->instances) out.makespan_s = std::max(out.makespan_s, i->ended_s());
-  if (closed_loop) out.last_arrival_s = out.makespan_s;
+  if (st.closed_loop) out.last_arrival_s = out.makespan_s;
+  out.count_times_from(st.began_s);
+  st.result.prefill_run.count_times_from(st.began_s);
+  return std::move(st.result);
+}
+
+DisaggregatedRun simulate_disaggregated_serving(const Scenario& s, Progress* progress) {
+  const std::vector<Request> requests = generate_requests(*s.inference, s.seed);
+  refuse_beyond_machine(s, estimate_serving(requests));
+  auto engine = make_engine();
+  LinkMeter::enable();
+  const Platform platform = build_platform(s.cluster, node_clusters(s));
+  const LinkCounters counters(platform.links);
+  LinkMeter meter(counters, platform.cpus.front());
+  DisaggregatedSession session(s, requests, platform, progress);
+  session.start();
+  engine->run();
+  DisaggregatedRun result = session.finish();
+  result.link_load = meter.finish();
   return result;
 }
 
