@@ -203,13 +203,11 @@ std::vector<sg4::ActorPtr> DisaggregatedSession::start() {
 
 DisaggregatedRun DisaggregatedSession::finish() {
   State& st = *state_;
-  ServingRun& out = st.out;
-  out.makespan_s = st.router_ended_s;
-  for (Side* side : {&st.prefill, &st.decode})
-    for (const auto& i : side->instances) out.makespan_s = std::max(out.makespan_s, i->ended_s());
-  if (st.closed_loop) out.last_arrival_s = out.makespan_s;
-  out.count_times_from(st.began_s);
-  st.result.prefill_run.count_times_from(st.began_s);
+  std::vector<const ReplicaGroup*> engines;
+  for (const Side* side : {&st.prefill, &st.decode})
+    for (const auto& i : side->instances) engines.push_back(i.get());
+  end_serving_run(st.out, st.began_s, st.router_ended_s, engines, st.closed_loop);
+  st.result.prefill_run.count_times_from(st.began_s);  // its own records' times, on the same clock
   return std::move(st.result);
 }
 

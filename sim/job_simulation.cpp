@@ -9,6 +9,7 @@
 
 #include "models/scenario/scenario_error.h"
 #include "models/serving/request_stream.h"
+#include "sim/disaggregated_serving.h"
 #include "sim/engine_setup.h"
 #include "sim/fidelity_choice.h"
 #include "sim/link_meter.h"
@@ -23,11 +24,36 @@ namespace sg4 = simgrid::s4u;
 namespace {
 
 // A serving deployment's actors: its router and one per replica's virtual engine (an expert-
-// parallel group has one for all its replicas: fewer).
+// parallel group has one for all its replicas: fewer), or per disaggregated instance (and one per
+// KV transfer under way, which come and go).
 long serving_actor_count(const Scenario& s) {
-  const ServingSpec& sv = s.inference->serving;
-  return 1 + static_cast<long>(sv.replicas) * sv.pipeline_parallel;
+  const Inference& inf = *s.inference;
+  if (inf.disaggregation) return 1 + inf.disaggregation->prefill_replicas + inf.disaggregation->decode_replicas;
+  return 1 + static_cast<long>(inf.serving.replicas) * inf.serving.pipeline_parallel;
 }
+
+// A serving job's run on its share of the platform, colocated or disaggregated.
+class ServedJob {
+ public:
+  ServedJob(const Scenario& s, const std::vector<Request>& requests, const Platform& share) {
+    if (s.inference->disaggregation) {
+      split_ = std::make_unique<DisaggregatedSession>(s, requests, share);
+    } else {
+      colocated_ = std::make_unique<ServingSession>(s, requests, share);
+    }
+  }
+  std::vector<sg4::ActorPtr> start() { return split_ ? split_->start() : colocated_->start(); }
+  /// The run (every request), and a disaggregated one's prefill side's kinds of work.
+  std::pair<ServingRun, IterationOpKinds> finish() {
+    if (!split_) return {colocated_->finish(), 0};
+    DisaggregatedRun both = split_->finish();
+    return {std::move(both.run), both.prefill_run.planned_op_kinds};
+  }
+
+ private:
+  std::unique_ptr<ServingSession> colocated_;
+  std::unique_ptr<DisaggregatedSession> split_;
+};
 
 void add(WorkEstimate& total, const WorkEstimate& one, double times) {
   total.units += times * one.units;
@@ -109,7 +135,7 @@ JobSteps simulate_jobs(const Scenario& deployment, const std::vector<PlacedJob>&
   // instant: a coordinator starts each phase when the last one's actors have ended.
   struct Phases {
     std::unique_ptr<PlanRun> step_alone, step_together;
-    std::unique_ptr<ServingSession> served_alone, served_together;
+    std::unique_ptr<ServedJob> served_alone, served_together;
   };
   std::vector<Phases> phases(jobs.size());
   for (std::size_t j = 0; j < jobs.size(); ++j) {
@@ -117,8 +143,8 @@ JobSteps simulate_jobs(const Scenario& deployment, const std::vector<PlacedJob>&
       phases[j].step_alone = make_step(j);
       phases[j].step_together = make_step(j);
     } else {
-      phases[j].served_alone = std::make_unique<ServingSession>(*jobs[j].scenario, requests[j], shares[j]);
-      phases[j].served_together = std::make_unique<ServingSession>(*jobs[j].scenario, std::move(requests[j]), shares[j]);
+      phases[j].served_alone = std::make_unique<ServedJob>(*jobs[j].scenario, requests[j], shares[j]);
+      phases[j].served_together = std::make_unique<ServedJob>(*jobs[j].scenario, requests[j], shares[j]);
     }
   }
   JobSteps out;
@@ -144,7 +170,7 @@ JobSteps simulate_jobs(const Scenario& deployment, const std::vector<PlacedJob>&
         join(phases[j].step_alone->start_actors());
       } else {
         join(phases[j].served_alone->start());
-        out.jobs[j].served_alone = phases[j].served_alone->finish();
+        out.jobs[j].served_alone = phases[j].served_alone->finish().first;
         serving_span = std::max(serving_span, out.jobs[j].served_alone->makespan_s);
       }
       alone_bytes.push_back(bytes_since(before));
@@ -241,7 +267,9 @@ JobSteps simulate_jobs(const Scenario& deployment, const std::vector<PlacedJob>&
         o.together = phases[j].step_together->result();
       }
     } else {
-      o.served_together = phases[j].served_together->finish();
+      auto [run, prefill_kinds] = phases[j].served_together->finish();
+      o.served_together = std::move(run);
+      o.prefill_op_kinds = prefill_kinds;
     }
   }
   return out;

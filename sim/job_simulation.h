@@ -32,8 +32,10 @@ struct JobOutcome {
   /// `step_s` and `comm_busy_s` the mean over all `steps_together` (an out-of-memory any one's).
   StepSimulation alone, together;
   int steps_together = 0;
-  /// A serving job: its run alone and together.
+  /// A serving job: its run alone and together (a disaggregated one's decode side, which holds every
+  /// request), and a disaggregated one's prefill instances' kinds of work (together).
   std::optional<ServingRun> served_alone, served_together;
+  IterationOpKinds prefill_op_kinds = 0;
 };
 
 struct JobSteps {

@@ -165,6 +165,14 @@ std::unique_ptr<ReplicaGroup> make_replica(int index, const Scenario& s, const I
   return std::make_unique<Replica>(index, s, model, kv, out, capacity_blocks, block_bytes, platform, std::move(placement));
 }
 
+void end_serving_run(ServingRun& out, double began_s, double router_ended_s, const std::vector<const ReplicaGroup*>& engines,
+                     bool closed_loop) {
+  out.makespan_s = router_ended_s;
+  for (const ReplicaGroup* g : engines) out.makespan_s = std::max(out.makespan_s, g->ended_s());
+  if (closed_loop) out.last_arrival_s = out.makespan_s;
+  out.count_times_from(began_s);
+}
+
 sg4::ActorPtr start_router(const Platform& platform, const Inference& inf, ServingRun& out, std::size_t& next,
                            std::function<void(std::size_t)> route, std::function<void()> close_all, double& ended_s) {
   return sg4::Actor::create("router", platform.cpus[0], [&inf, &out, &next, route = std::move(route),

@@ -141,6 +141,13 @@ class ReplicaGroup {
 sg4::ActorPtr start_router(const Platform& platform, const Inference& inf, ServingRun& out, std::size_t& next,
                   std::function<void(std::size_t)> route, std::function<void()> close_all, double& ended_s);
 
+/// The end of a run that began at `began_s` (the router's start): it lasts until its router let go
+/// of the last request or its last engine's last iteration ended, whichever is later (background
+/// copies still draining do not count); a closed loop's last arrival is its end; its times are
+/// then counted from `began_s`.
+void end_serving_run(ServingRun& out, double began_s, double router_ended_s, const std::vector<const ReplicaGroup*>& engines,
+                     bool closed_loop);
+
 /// A replica on its own, replica `index` of the run.
 std::unique_ptr<ReplicaGroup> make_replica(int index, const Scenario& s, const IterationModel& model, const KvCompressor& kv,
                                            ServingRun& out, std::int64_t capacity_blocks, double block_bytes,

@@ -109,11 +109,9 @@ std::vector<sg4::ActorPtr> ServingSession::start() {
 
 ServingRun ServingSession::finish() {
   State& st = *state_;
-  // The run ends with its last iteration (background copies still draining do not count).
-  st.out.makespan_s = st.router_ended_s;
-  for (const auto& g : st.groups) st.out.makespan_s = std::max(st.out.makespan_s, g->ended_s());
-  if (st.closed_loop) st.out.last_arrival_s = st.out.makespan_s;
-  st.out.count_times_from(st.began_s);
+  std::vector<const ReplicaGroup*> engines;
+  for (const auto& g : st.groups) engines.push_back(g.get());
+  end_serving_run(st.out, st.began_s, st.router_ended_s, engines, st.closed_loop);
   return std::move(st.out);
 }
 

@@ -36,8 +36,13 @@ std::string serving_run_hash(const Scenario& s, const std::set<std::string>& ops
                                                memory.block_bytes.as_double()),
                              ops);
 }
-std::string serving_run_hash(const Scenario& s, const ServingRun& colocated) {
-  return serving_run_hash(s, IterationPlan(s).signatures(colocated.planned_op_kinds));
+// The ops a serving run's iterations ran: a colocated deployment's, or a disaggregated one's two
+// sides' (each at its own tensor parallelism; `run` is the decode side's).
+std::set<std::string> served_ops(const Scenario& s, IterationOpKinds kinds, IterationOpKinds prefill_kinds = 0) {
+  if (!s.inference->disaggregation) return IterationPlan(s).signatures(kinds);
+  std::set<std::string> ops = IterationPlan(instance_scenario(s, InstanceRole::decode)).signatures(kinds);
+  ops.merge(IterationPlan(instance_scenario(s, InstanceRole::prefill)).signatures(prefill_kinds));
+  return ops;
 }
 
 class SimBackend final : public Backend {
@@ -58,13 +63,12 @@ class SimBackend final : public Backend {
       r.metrics["disaggregation"]["links"] = link_load_summary(both.link_load);
       r.files["link_utilization.csv"] = [load = std::make_shared<const LinkLoad>(std::move(both.link_load))] { return link_load_csv(*load); };
       // Each side's ops at its own tensor parallelism; every GPU's work, both sides'.
-      ops = IterationPlan(instance_scenario(s, InstanceRole::decode)).signatures(both.run.planned_op_kinds);
-      ops.merge(IterationPlan(instance_scenario(s, InstanceRole::prefill)).signatures(both.prefill_run.planned_op_kinds));
+      ops = served_ops(s, both.run.planned_op_kinds, both.prefill_run.planned_op_kinds);
       both.run.op_seconds += both.prefill_run.op_seconds;
       run = std::make_shared<const ServingRun>(std::move(both.run));
     } else {
       run = std::make_shared<const ServingRun>(sim::simulate_serving(s, progress_));
-      ops = IterationPlan(s).signatures(run->planned_op_kinds);
+      ops = served_ops(s, run->planned_op_kinds);
     }
     add_serving_results(r.metrics, r.notes, s, *run);
     r.metrics["simulated"] = {{"replicas", s.inference->serving.replicas}, {"iterations", run->iterations},
@@ -144,7 +148,7 @@ class SimBackend final : public Backend {
         const double mean_alone = alone["latency_s"]["e2e"].is_null() ? 0.0 : alone["latency_s"]["e2e"]["mean"].get<double>();
         const double mean_together = with_others["latency_s"]["e2e"].is_null() ? 0.0 : with_others["latency_s"]["e2e"]["mean"].get<double>();
         j["slowdown"] = mean_alone > 0 ? mean_together / mean_alone : 1.0;
-        hash = serving_run_hash(own, *o.served_together);
+        hash = serving_run_hash(own, served_ops(own, o.served_together->planned_op_kinds, o.prefill_op_kinds));
       }
       j["plan_hash"] = hash;
       r.metrics["jobs"][job.name] = j;

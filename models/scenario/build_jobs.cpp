@@ -6,6 +6,7 @@
 #include <string>
 
 #include "models/memory/serving_memory.h"
+#include "models/serving/disaggregation.h"
 #include "models/scenario/did_you_mean.h"
 #include "models/scenario/yaml_limits.h"
 #include "models/scenario_loader.h"
@@ -78,10 +79,6 @@ std::vector<JobSpec> build_jobs(const YAML::Node& jobs, const ScenarioTree& tree
     if (holds_jobs(file)) fail(at + ".scenario", file_node, file.string() + " is itself a scenario of jobs");
     // Errors inside the job's own file point there.
     auto scenario = std::make_shared<Scenario>(load_scenario_file(file.string()).scenario);
-    if (scenario->inference && scenario->inference->disaggregation) {
-      fail(at + ".scenario", file_node, file.string() + " is a disaggregated deployment: a serving job's "
-                                        "prefill and decode run on the same replicas");
-    }
     if (scenario->inference) {
       const ServingMemory memory = serving_memory(*scenario);
       if (!memory.fits) {
@@ -92,6 +89,15 @@ std::vector<JobSpec> build_jobs(const YAML::Node& jobs, const ScenarioTree& tree
     const Cluster& own = scenario->cluster;
     if (own.gpu.name != shared.gpu.name) {
       fail(at + ".scenario", file_node, "the job runs on " + own.gpu.name + " GPUs; the shared cluster's are " + shared.gpu.name);
+    }
+    if (scenario->inference && scenario->inference->disaggregation) {
+      for (InstanceRole role : {InstanceRole::prefill, InstanceRole::decode}) {
+        const std::string& side = side_cluster(*scenario, role).gpu.name;
+        if (side != shared.gpu.name) {
+          fail(at + ".scenario", file_node, std::string("the job's ") + (role == InstanceRole::prefill ? "prefill" : "decode") +
+                                                " instances run on " + side + " GPUs; the shared cluster's are " + shared.gpu.name);
+        }
+      }
     }
     if (spec.first_node + own.nodes > shared.nodes) {
       fail(at + ".first_node", job["first_node"].IsDefined() ? job["first_node"] : job,

@@ -1,7 +1,7 @@
 #pragma once
 // `jobs:` — several training and serving jobs on one shared cluster. The section is a list, outside
-// the key-by-key schema: each job is {name, scenario: a training or (colocated) serving scenario
-// file (relative to this one), first_node, first_gpu (0 if absent)}. The job's own cluster says how many nodes and GPUs
+// the key-by-key schema: each job is {name, scenario: a training or serving scenario file
+// (relative to this one), first_node, first_gpu (0 if absent)}. The job's own cluster says how many nodes and GPUs
 // per node it takes and must name the shared cluster's GPU; jobs may not share a GPU. Errors point
 // at the job's key in this file, or inside the job's own file.
 #include <vector>

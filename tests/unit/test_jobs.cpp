@@ -282,3 +282,59 @@ TEST_CASE("a jobs run's link_utilization.csv holds the together phase, interval 
     CHECK(bytes[key] == Approx(link["bytes"].get<double>()).epsilon(1e-6));
   }
 }
+
+TEST_CASE("a disaggregated serving job beside a training job: its KV transfers share the oversubscribed uplinks, so time "
+          "to first token grows and the time between tokens does not", "[unit]") {
+  // The example with a shorter request stream (300 requests instead of 1,500), for the test's time.
+  const auto dir = std::filesystem::temp_directory_path() / "memtwin-disaggregated-job-test";
+  std::filesystem::create_directories(dir);
+  auto copy_replacing = [&](const std::string& from, const std::filesystem::path& to,
+                            const std::vector<std::pair<std::string, std::string>>& replacements) {
+    std::ifstream in(source_path(from));
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (const auto& [old_text, new_text] : replacements) {
+      const std::size_t at = text.find(old_text);
+      REQUIRE(at != std::string::npos);
+      text.replace(at, old_text.size(), new_text);
+    }
+    std::ofstream(to) << text;
+  };
+  copy_replacing("scenarios/serving/llama3-8b-disagg-2p2d-h100.yaml", dir / "disagg.yaml", {{"requests: 1500", "requests: 300"}});
+  copy_replacing(kJob, dir / "job.yaml", {});
+  copy_replacing("scenarios/jobs/disaggregated-serving-beside-training.yaml", dir / "jobs.yaml",
+                 {{"../serving/llama3-8b-disagg-2p2d-h100.yaml", "disagg.yaml"}, {"llama3-8b-fsdp-2x4xh100.yaml", "job.yaml"}});
+  auto run = [](const std::filesystem::path& file) {
+    const auto r = run_memtwin({"run", file.string(), "--json"});
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    return nlohmann::json::parse(r.out);
+  };
+  const auto own = run(dir / "disagg.yaml");
+  const auto together = run(dir / "jobs.yaml");
+  const auto& serving = together["jobs"]["serving"];
+  CHECK(serving["workload"] == "inference");
+  // Alone on its GPUs of the shared cluster it serves as on its own four GPUs: its prefill
+  // instances' transfers cross node 0's uplink and node 1's, which it has to itself.
+  CHECK(serving["plan_hash"] == own["simulated"]["plan_hash"]);
+  CHECK(serving["ttft_s"]["alone"]["mean"].get<double>() == Approx(own["latency_s"]["ttft"]["mean"].get<double>()).epsilon(1e-9));
+  CHECK(serving["tpot_s"]["alone"]["p50"].get<double>() == Approx(own["latency_s"]["tpot"]["p50"].get<double>()).epsilon(1e-9));
+  // Together, the transfers queue behind the training job's traffic on those uplinks: the first
+  // token comes later; decoding stays on node 1's GPUs, and the time between tokens hardly moves.
+  CHECK(serving["ttft_s"]["together"]["p99"].get<double>() > 1.2 * serving["ttft_s"]["alone"]["p99"].get<double>());
+  CHECK(serving["ttft_s"]["together"]["mean"].get<double>() > 1.1 * serving["ttft_s"]["alone"]["mean"].get<double>());
+  CHECK(serving["tpot_s"]["together"]["p50"].get<double>() ==
+        Approx(serving["tpot_s"]["alone"]["p50"].get<double>()).epsilon(0.05));
+  CHECK(together["jobs"]["training"]["slowdown"].get<double>() > 1.0);
+  std::set<std::string> shared;
+  for (const auto& link : together["shared_links"]) shared.insert(link["link"].get<std::string>() + " " + link["direction"].get<std::string>());
+  CHECK(shared == std::set<std::string>{"node0.uplink up", "node1.uplink down"});
+  // A disaggregated job's sides must run on the shared cluster's GPU type.
+  std::filesystem::copy_file(source_path("scenarios/serving/llama3-8b-disagg-h100-a100.yaml"), dir / "mixed.yaml",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::ofstream(dir / "mixed-jobs.yaml") << "name: mixed\ncluster: {nodes: 4, gpus_per_node: 8, gpu: h100-sxm}\n"
+                                            "jobs:\n  - {name: serving, scenario: mixed.yaml}\n";
+  const auto mixed = run_memtwin({"check", (dir / "mixed-jobs.yaml").string()});
+  CHECK(mixed.exit_code == 2);
+  CHECK_THAT(mixed.err, Catch::Contains("jobs[0].scenario: the job's decode instances run on a100-80gb GPUs; the shared "
+                                        "cluster's are h100-sxm"));
+}
