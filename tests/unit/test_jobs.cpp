@@ -37,8 +37,6 @@ std::string jobs_file(const std::string& jobs_yaml) {
   const auto dir = std::filesystem::temp_directory_path() / "memtwin-jobs-test";
   std::filesystem::create_directories(dir);
   std::filesystem::copy_file(source_path(kJob), dir / "job.yaml", std::filesystem::copy_options::overwrite_existing);
-  std::filesystem::copy_file(source_path("scenarios/serving/llama3-8b-disagg-2p2d-h100.yaml"), dir / "disaggregated.yaml",
-                             std::filesystem::copy_options::overwrite_existing);
   std::ofstream(dir / "too-big.yaml") << "name: too-big\ncluster: {nodes: 1, gpus_per_node: 1, gpu: h100-sxm}\nmodel: llama-3.1-70b\n"
                                           "inference:\n  engine: vllm\n  workload: {arrival: poisson, rate: 1/s, requests: 10, prompt_tokens: {dist: fixed, value: 100},\n"
                                           "             output_tokens: {dist: fixed, value: 10}}\n";
@@ -131,7 +129,6 @@ TEST_CASE("a jobs scenario is refused where a job cannot be placed, naming the j
   check_refused("jobs:\n  - {name: a, scenario: job.yaml}\n  - {name: a, scenario: job.yaml, first_gpu: 4}\n",
                 "another job is named 'a'");
   check_refused("jobs:\n  - {name: a, scenario: missing.yaml}\n", "no scenario file");
-  check_refused("jobs:\n  - {name: a, scenario: disaggregated.yaml}\n", "is a disaggregated deployment");
   // A serving job that cannot hold its weights and a KV cache has nothing to serve beside the others.
   check_refused("jobs:\n  - {name: a, scenario: too-big.yaml}\n", "too-big.yaml does not fit its GPUs (weights");
   // A job's file holding jobs of its own, here naming this file again: refused before it is loaded.
