@@ -221,7 +221,7 @@ JobSteps simulate_jobs(const Scenario& deployment, const std::vector<PlacedJob>&
         join(first_steps[j]);
         JobOutcome& o = out.jobs[j];
         o.steps_together = 1;
-        if (serving_over) return;  // alone on the cluster now: one step is the answer
+        if (!serving) return;  // one step together is the answer (read once the engine has stopped)
         try {
           o.together = phases[j].step_together->result();
           double step_s = o.together.step_s, comm_s = o.together.comm_busy_s;

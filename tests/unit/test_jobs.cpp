@@ -37,6 +37,10 @@ std::string jobs_file(const std::string& jobs_yaml) {
   const auto dir = std::filesystem::temp_directory_path() / "memtwin-jobs-test";
   std::filesystem::create_directories(dir);
   std::filesystem::copy_file(source_path(kJob), dir / "job.yaml", std::filesystem::copy_options::overwrite_existing);
+  std::ofstream(dir / "short-serving.yaml") << "name: short-serving\ncluster: {nodes: 1, gpus_per_node: 1, gpu: h100-sxm}\n"
+                                                "model: llama-3-8b\ninference:\n  engine: vllm\n  workload: {arrival: poisson, "
+                                                "rate: 10/s, requests: 2, prompt_tokens: {dist: fixed, value: 64},\n"
+                                                "             output_tokens: {dist: fixed, value: 4}}\n";
   std::ofstream(dir / "too-big.yaml") << "name: too-big\ncluster: {nodes: 1, gpus_per_node: 1, gpu: h100-sxm}\nmodel: llama-3.1-70b\n"
                                           "inference:\n  engine: vllm\n  workload: {arrival: poisson, rate: 1/s, requests: 10, prompt_tokens: {dist: fixed, value: 100},\n"
                                           "             output_tokens: {dist: fixed, value: 10}}\n";
@@ -334,4 +338,18 @@ TEST_CASE("a disaggregated serving job beside a training job: its KV transfers s
   CHECK(mixed.exit_code == 2);
   CHECK_THAT(mixed.err, Catch::Contains("jobs[0].scenario: the job's decode instances run on a100-80gb GPUs; the shared "
                                         "cluster's are h100-sxm"));
+}
+
+TEST_CASE("a serving job that ends before a training step does: the training job's one step together is its result", "[unit]") {
+  const auto r = run_memtwin({"run", jobs_file("jobs:\n  - {name: train, scenario: job.yaml}\n"
+                                               "  - {name: serve, scenario: short-serving.yaml, first_gpu: 4}\n"),
+                              "--json"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto result = nlohmann::json::parse(r.out);
+  const auto& train = result["jobs"]["train"];
+  CHECK(train["steps_together"] == 1);
+  CHECK(train["step_s"]["together"].get<double>() == Approx(train["step_s"]["alone"].get<double>()).epsilon(1e-9));
+  CHECK(train["slowdown"].get<double>() == Approx(1.0).epsilon(1e-9));
+  CHECK(result["jobs"]["serve"]["e2e_s"]["alone"]["mean"].get<double>() < train["step_s"]["alone"].get<double>());
 }
