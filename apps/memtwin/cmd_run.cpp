@@ -121,6 +121,10 @@ int cmd_run(const Args& args) {
   const std::vector<std::uint64_t> seeds = seeds_to_run(loaded.scenario.seed, seed_count);
   if (seed_count > 1) {
     if (!vm->count("scenario")) throw UsageError("--seeds: give a serving scenario file (the built-in scenario is a training step)");
+    if (!loaded.scenario.jobs.empty()) {
+      throw UsageError("--seeds: a scenario of jobs runs each job once, at its own file's seed; run a serving job's file with "
+                       "--seeds for its spread");
+    }
     if (!loaded.scenario.inference) throw UsageError("--seeds: a training step does not depend on the seed; it is for serving scenarios");
     if (backend_name == "hw") throw UsageError("--seeds runs the scenario once per seed on the simulator (or analytic backend); "
                                                "on the hardware backend run it once per seed with --set seed=N");

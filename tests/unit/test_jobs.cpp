@@ -148,6 +148,9 @@ TEST_CASE("a jobs scenario is refused where a job cannot be placed, naming the j
   CHECK(validate.exit_code == 2);
   CHECK_THAT(validate.err, Catch::Contains("scenario of jobs"));
   CHECK(run_memtwin({"run", source_path(kShared), "--backend", "analytic"}).exit_code == 2);
+  const auto seeds = run_memtwin({"run", source_path(kShared), "--seeds", "2"});
+  CHECK(seeds.exit_code == 2);
+  CHECK_THAT(seeds.err, Catch::Contains("a scenario of jobs runs each job once, at its own file's seed"));
   // The resource pre-check weighs every job's step twice (alone and together) before it starts.
   const auto slow = run_memtwin({"run", source_path(kShared), "--set", "simulation.time_limit=1ms"});
   CHECK(slow.exit_code == 2);
