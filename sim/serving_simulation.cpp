@@ -15,13 +15,13 @@ namespace memtwin::sim {
 
 // The run's records, its replicas and the router's bookkeeping, which the actors share.
 struct ServingSession::State {
-  State(const Scenario& scenario, std::vector<Request> requests, const Platform& on, Progress* reporter)
+  State(const Scenario& scenario, const std::vector<Request>& requests, const Platform& on, Progress* reporter)
       : s(scenario), inf(*scenario.inference), platform(on), progress(reporter), model(scenario),
-        kv(make_kv_compressor(inf.kv_cache.compression, serving_kv_shape(s))), router(inf.serving.router, 1),
+        kv(make_kv_compressor(inf.kv_cache.compression, serving_kv_shape(s))), router(inf.serving.router, static_cast<std::size_t>(inf.serving.replicas)),
         closed_loop(inf.workload.arrival == Arrival::closed_loop && inf.workload.trace.empty()) {
     if (inf.disaggregation) throw std::logic_error("ServingSession: a disaggregated deployment (simulate_disaggregated_serving)");
     const ServingMemory memory = serving_memory(s);
-    out = start_serving_run(std::move(requests));
+    out = start_serving_run(requests);
     out.capacity_blocks = memory.capacity_blocks;
     // Replica r takes the next tensor x pipeline GPUs, in rank order (the loader checks they exist).
     const int tp = inf.serving.tensor_parallel, pp = inf.serving.pipeline_parallel, per_replica = tp * pp;
@@ -48,7 +48,6 @@ struct ServingSession::State {
     }
     for (auto& g : groups)
       for (int m = 0; m < g->replicas(); ++m) seats.push_back({g.get(), m});
-    router = ReplicaRouter(inf.serving.router, seats.size());
     for (auto& g : groups) {
       g->on_finish([this](std::size_t) {  // a completion or a rejection
         ++finished;
@@ -90,9 +89,9 @@ struct ServingSession::State {
   double began_s = 0, router_ended_s = 0;
 };
 
-ServingSession::ServingSession(const Scenario& scenario, std::vector<Request> requests, const Platform& platform,
+ServingSession::ServingSession(const Scenario& scenario, const std::vector<Request>& requests, const Platform& platform,
                                Progress* progress)
-    : state_(std::make_unique<State>(scenario, std::move(requests), platform, progress)) {}
+    : state_(std::make_unique<State>(scenario, requests, platform, progress)) {}
 
 ServingSession::~ServingSession() = default;
 
@@ -116,11 +115,11 @@ ServingRun ServingSession::finish() {
 }
 
 ServingRun simulate_serving(const Scenario& s, Progress* progress) {
-  std::vector<Request> requests = generate_requests(*s.inference, s.seed);
+  const std::vector<Request> requests = generate_requests(*s.inference, s.seed);
   refuse_beyond_machine(s, estimate_serving(requests));
   auto engine = make_engine();
   const Platform platform = build_platform(s.cluster);
-  ServingSession session(s, std::move(requests), platform, progress);
+  ServingSession session(s, requests, platform, progress);
   session.start();
   engine->run();
   return session.finish();

@@ -27,7 +27,7 @@ namespace memtwin::sim {
 /// onwards. `requests` are the scenario's (generate_requests).
 class ServingSession {
  public:
-  ServingSession(const Scenario& scenario, std::vector<Request> requests, const Platform& platform,
+  ServingSession(const Scenario& scenario, const std::vector<Request>& requests, const Platform& platform,
                  Progress* progress = nullptr);
   ~ServingSession();
   ServingSession(const ServingSession&) = delete;

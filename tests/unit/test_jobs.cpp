@@ -23,13 +23,19 @@ const std::string kShared = "scenarios/jobs/two-fsdp-jobs-shared-nodes.yaml";
 const std::string kOwn = "scenarios/jobs/two-fsdp-jobs-own-nodes.yaml";
 const std::string kJob = "scenarios/jobs/llama3-8b-fsdp-2x4xh100.yaml";
 
-nlohmann::json run_json(const std::string& scenario, std::vector<std::string> sets = {}) {
-  std::vector<std::string> args = {"run", source_path(scenario), "--json"};
+// `memtwin run FILE --json` with these overrides (a path anywhere).
+nlohmann::json run_file_json(const std::filesystem::path& file, const std::vector<std::string>& sets = {}) {
+  std::vector<std::string> args = {"run", file.string(), "--json"};
   for (const auto& s : sets) args.insert(args.end(), {"--set", s});
   const auto r = run_memtwin(args);
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   return nlohmann::json::parse(r.out);
+}
+
+// The same for a scenario of the source tree.
+nlohmann::json run_json(const std::string& scenario, const std::vector<std::string>& sets = {}) {
+  return run_file_json(source_path(scenario), sets);
 }
 
 // A jobs scenario in a temporary directory next to a copy of the job's scenario file.
@@ -52,23 +58,28 @@ std::string jobs_file(const std::string& jobs_yaml) {
   return (dir / "jobs.yaml").string();
 }
 
+// A source-tree file copied to `to` with every occurrence of each text replaced (each must occur).
+void copy_replacing(const std::string& from, const std::filesystem::path& to,
+                    const std::vector<std::pair<std::string, std::string>>& replacements) {
+  std::ifstream in(source_path(from));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const auto& [old_text, new_text] : replacements) {
+    REQUIRE(text.find(old_text) != std::string::npos);
+    for (std::size_t at = 0; (at = text.find(old_text, at)) != std::string::npos; at += new_text.size()) {
+      text.replace(at, old_text.size(), new_text);
+    }
+  }
+  std::ofstream(to) << text;
+}
+
 // A jobs scenario of the examples with every job moved from node 1 to node 0 (`first_node: 1` ->
 // 0), run from a temporary directory beside copies of its jobs' files.
 nlohmann::json run_on_nodes_0_and_1(const std::string& jobs_scenario, const std::vector<std::string>& job_files) {
   const auto dir = std::filesystem::temp_directory_path() / "memtwin-jobs-moved-test";
   std::filesystem::create_directories(dir);
-  for (const std::string& job : job_files) {
-    std::filesystem::copy_file(source_path(job), dir / std::filesystem::path(job).filename(),
-                               std::filesystem::copy_options::overwrite_existing);
-  }
-  std::ifstream in(source_path(jobs_scenario));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  for (std::size_t at; (at = text.find("first_node: 1")) != std::string::npos;) text.replace(at, 13, "first_node: 0");
-  std::ofstream(dir / "moved.yaml") << text;
-  const auto r = run_memtwin({"run", (dir / "moved.yaml").string(), "--json"});
-  INFO(r.err);
-  REQUIRE(r.exit_code == 0);
-  return nlohmann::json::parse(r.out);
+  for (const std::string& job : job_files) copy_replacing(job, dir / std::filesystem::path(job).filename(), {});
+  copy_replacing(jobs_scenario, dir / "moved.yaml", {{"first_node: 1", "first_node: 0"}});
+  return run_file_json(dir / "moved.yaml");
 }
 
 }  // namespace
@@ -292,29 +303,12 @@ TEST_CASE("a disaggregated serving job beside a training job: its KV transfers s
   // The example with a shorter request stream (300 requests instead of 1,500), for the test's time.
   const auto dir = std::filesystem::temp_directory_path() / "memtwin-disaggregated-job-test";
   std::filesystem::create_directories(dir);
-  auto copy_replacing = [&](const std::string& from, const std::filesystem::path& to,
-                            const std::vector<std::pair<std::string, std::string>>& replacements) {
-    std::ifstream in(source_path(from));
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    for (const auto& [old_text, new_text] : replacements) {
-      const std::size_t at = text.find(old_text);
-      REQUIRE(at != std::string::npos);
-      text.replace(at, old_text.size(), new_text);
-    }
-    std::ofstream(to) << text;
-  };
   copy_replacing("scenarios/serving/llama3-8b-disagg-2p2d-h100.yaml", dir / "disagg.yaml", {{"requests: 1500", "requests: 300"}});
   copy_replacing(kJob, dir / "job.yaml", {});
   copy_replacing("scenarios/jobs/disaggregated-serving-beside-training.yaml", dir / "jobs.yaml",
                  {{"../serving/llama3-8b-disagg-2p2d-h100.yaml", "disagg.yaml"}, {"llama3-8b-fsdp-2x4xh100.yaml", "job.yaml"}});
-  auto run = [](const std::filesystem::path& file) {
-    const auto r = run_memtwin({"run", file.string(), "--json"});
-    INFO(r.err);
-    REQUIRE(r.exit_code == 0);
-    return nlohmann::json::parse(r.out);
-  };
-  const auto own = run(dir / "disagg.yaml");
-  const auto together = run(dir / "jobs.yaml");
+  const auto own = run_file_json(dir / "disagg.yaml");
+  const auto together = run_file_json(dir / "jobs.yaml");
   const auto& serving = together["jobs"]["serving"];
   CHECK(serving["workload"] == "inference");
   // Alone on its GPUs of the shared cluster it serves as on its own four GPUs: its prefill
@@ -333,8 +327,7 @@ TEST_CASE("a disaggregated serving job beside a training job: its KV transfers s
   for (const auto& link : together["shared_links"]) shared.insert(link["link"].get<std::string>() + " " + link["direction"].get<std::string>());
   CHECK(shared == std::set<std::string>{"node0.uplink up", "node1.uplink down"});
   // A disaggregated job's sides must run on the shared cluster's GPU type.
-  std::filesystem::copy_file(source_path("scenarios/serving/llama3-8b-disagg-h100-a100.yaml"), dir / "mixed.yaml",
-                             std::filesystem::copy_options::overwrite_existing);
+  copy_replacing("scenarios/serving/llama3-8b-disagg-h100-a100.yaml", dir / "mixed.yaml", {});
   std::ofstream(dir / "mixed-jobs.yaml") << "name: mixed\ncluster: {nodes: 4, gpus_per_node: 8, gpu: h100-sxm}\n"
                                             "jobs:\n  - {name: serving, scenario: mixed.yaml}\n";
   const auto mixed = run_memtwin({"check", (dir / "mixed-jobs.yaml").string()});
@@ -344,12 +337,8 @@ TEST_CASE("a disaggregated serving job beside a training job: its KV transfers s
 }
 
 TEST_CASE("a serving job that ends before a training step does: the training job's one step together is its result", "[unit]") {
-  const auto r = run_memtwin({"run", jobs_file("jobs:\n  - {name: train, scenario: job.yaml}\n"
-                                               "  - {name: serve, scenario: short-serving.yaml, first_gpu: 4}\n"),
-                              "--json"});
-  INFO(r.err);
-  REQUIRE(r.exit_code == 0);
-  const auto result = nlohmann::json::parse(r.out);
+  const auto result = run_file_json(jobs_file("jobs:\n  - {name: train, scenario: job.yaml}\n"
+                                              "  - {name: serve, scenario: short-serving.yaml, first_gpu: 4}\n"));
   const auto& train = result["jobs"]["train"];
   CHECK(train["steps_together"] == 1);
   CHECK(train["step_s"]["together"].get<double>() == Approx(train["step_s"]["alone"].get<double>()).epsilon(1e-9));
