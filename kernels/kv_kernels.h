@@ -68,11 +68,23 @@ inline DecodeAttentionArgs make_decode_args(const float* query, const std::uint8
 /// Checks an argument set; throws std::invalid_argument naming what is wrong.
 void validate(const DecodeAttentionArgs& a);
 
+/// The CPU decode kernels' instruction sets, each level including the ones before it: portable
+/// C++, AVX2 (with FMA and F16C), AVX-512 (F, BW, VL, DQ, with FMA and F16C).
+enum class SimdLevel { portable, avx2, avx512 };
+/// The highest level both this CPU and this build have.
+SimdLevel cpu_simd_level();
+const char* simd_level_name(SimdLevel level);
+
 /// One query token per sequence against its cached context (CPU, parallel over sequences and KV
-/// heads with OpenMP where available). On x86-64 CPUs with AVX2, FMA and F16C a vectorised kernel
-/// runs (decode_attention_simd_available()); `allow_simd = false` forces the portable one (tests
-/// hold both to the reference).
+/// heads with OpenMP where available), with the best kernel of at most `highest` that this CPU runs
+/// and that takes the call's shape (the AVX-512 kernel: head_dim a multiple of 128 for one or two
+/// query heads per KV head, 64 for four, 32 for eight; 8-bit groups a multiple of 16, 4-bit of 32;
+/// the AVX2 kernel: head_dim a multiple of 16; other shapes the portable kernel). Tests hold every
+/// level to the reference.
+void decode_attention(const DecodeAttentionArgs& a, SimdLevel highest);
+/// The same with the best level the CPU has (`allow_simd = false`: the portable kernel).
 void decode_attention(const DecodeAttentionArgs& a, bool allow_simd = true);
+/// Whether the CPU has at least AVX2 (and the build its kernels).
 bool decode_attention_simd_available();
 
 /// Naive float reference: contiguous K and V [num_seqs][max_context][kv_heads][head_dim].

@@ -109,14 +109,39 @@ bool avx2_supported() {
   return false;
 #endif
 }
+bool avx512_supported() {
+#if defined(__x86_64__) && defined(__GNUC__) && defined(MEMTWIN_KERNELS_AVX512)
+  // (__builtin_cpu_supports also asks the OS, through XGETBV, whether it saves the AVX-512 state.)
+  return avx2_supported() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+#else
+  return false;
+#endif
+}
 }  // namespace simd
 
-bool decode_attention_simd_available() {
-  static const bool available = simd::avx2_supported();
-  return available;
+SimdLevel cpu_simd_level() {
+  static const SimdLevel level = simd::avx512_supported() ? SimdLevel::avx512
+                                 : simd::avx2_supported() ? SimdLevel::avx2
+                                                          : SimdLevel::portable;
+  return level;
 }
 
+const char* simd_level_name(SimdLevel level) {
+  switch (level) {
+    case SimdLevel::avx512: return "avx512";
+    case SimdLevel::avx2: return "avx2";
+    default: return "portable";
+  }
+}
+
+bool decode_attention_simd_available() { return cpu_simd_level() >= SimdLevel::avx2; }
+
 void decode_attention(const DecodeAttentionArgs& a, bool allow_simd) {
+  decode_attention(a, allow_simd ? cpu_simd_level() : SimdLevel::portable);
+}
+
+void decode_attention(const DecodeAttentionArgs& a, SimdLevel highest) {
   validate(a);
   for (int seq = 0; seq < a.num_seqs; ++seq) {  // checked before the parallel loop: no throwing inside it
     if (a.context_lens[seq] < 1 || a.context_lens[seq] > a.max_blocks_per_seq * a.shape.block_size) {
@@ -124,21 +149,23 @@ void decode_attention(const DecodeAttentionArgs& a, bool allow_simd) {
     }
   }
   const float* halves = half_to_float_table();
-  const bool simd_path = allow_simd && decode_attention_simd_available();
+  const SimdLevel level = std::min(highest, cpu_simd_level());
   const int pairs = a.num_seqs * a.shape.kv_heads;
   long tokens = 0;
   for (int seq = 0; seq < a.num_seqs; ++seq) tokens += a.context_lens[seq];
   const bool parallel = worth_threads(tokens, a.shape.kv_heads);
-  if (!simd_path) {
+  if (level == SimdLevel::portable) {
 #pragma omp parallel for schedule(static) if (parallel)
     for (int pair = 0; pair < pairs; ++pair) attend_pair(a, pair / a.shape.kv_heads, pair % a.shape.kv_heads, halves);
     return;
   }
-  // The vectorised kernel attends a sequence's KV heads together, split between the threads.
+  // The vectorised kernels attend a sequence's KV heads together, split between the threads.
   const HeadRanges split(a.num_seqs, a.shape.kv_heads, parallel);
+  const bool avx512 = level == SimdLevel::avx512;
 #pragma omp parallel for schedule(dynamic) if (parallel)
   for (int unit = 0; unit < split.units(); ++unit) {
     const auto [seq, first, count] = split[unit];
+    if (avx512 && simd::attend_heads_avx512(a, seq, first, count)) continue;
     if (simd::attend_heads_avx2(a, seq, first, count)) continue;
     for (int kvh = first; kvh < first + count; ++kvh) attend_pair(a, seq, kvh, halves);
   }

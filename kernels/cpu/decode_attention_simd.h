@@ -1,6 +1,7 @@
 #pragma once
-// The vectorised decode attention, paged (decode_attention_avx2.cpp) and KIVI's (kivi_decode_avx2.cpp),
-// each compiled for AVX2 + FMA + F16C, and the check that this CPU can run them. Internal to
+// The vectorised decode attention, paged (decode_attention_avx2.cpp, decode_attention_avx512.cpp) and
+// KIVI's (kivi_decode_avx2.cpp), each compiled for its instruction set, and the checks that this CPU
+// can run them. Internal to
 // kernels/: decode_attention() and kivi_decode_attention() dispatch.
 #include "kernels/kivi_paged.h"
 #include "kernels/kv_kernels.h"
@@ -16,6 +17,12 @@ namespace memtwin::kernels::simd {
 
 /// Whether the CPU has AVX2, FMA and F16C and the build has the kernel.
 bool avx2_supported();
+/// Whether the CPU has AVX-512 F, BW, VL and DQ (and AVX2, FMA, F16C) and the build has the kernel.
+bool avx512_supported();
+
+/// As attend_heads_avx2, with AVX-512 (decode_attention_avx512.cpp); false for shapes it does not
+/// handle (see decode_attention() in kv_kernels.h), which the AVX2 kernel then takes.
+bool attend_heads_avx512(const DecodeAttentionArgs& a, int seq, int first_kv_head, int kv_heads);
 
 /// Attends one sequence's KV heads first_kv_head .. first_kv_head + kv_heads - 1 (and their query
 /// heads) as the portable kernel does each (sequence, KV head) pair; false (nothing written) for

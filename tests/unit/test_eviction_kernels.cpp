@@ -86,20 +86,20 @@ TEST_CASE("decode attention returns each head's probabilities, with or without i
       for (double& x : logits) sum += (x = std::exp(x - m));
       for (int t = 0; t < context[s]; ++t) expected[(static_cast<std::size_t>(s) * q_heads + h) * max_context + t] = logits[t] / sum;
     }
-  for (bool simd : {false, true}) {
-    if (simd && !decode_attention_simd_available()) {
-      WARN("this CPU has no AVX2/FMA/F16C: only the portable kernel's probabilities were checked");
+  for (SimdLevel level : {SimdLevel::portable, SimdLevel::avx2, SimdLevel::avx512}) {
+    if (level > cpu_simd_level()) {
+      WARN("this CPU has no " << simd_level_name(level) << ": its kernel's probabilities were not checked");
       continue;
     }
     for (bool with_output : {true, false}) {
-      INFO((simd ? "vectorised" : "portable") << (with_output ? ", with output" : ", probabilities only"));
+      INFO(simd_level_name(level) << (with_output ? ", with output" : ", probabilities only"));
       std::vector<float> out(static_cast<std::size_t>(seqs) * q_heads * head_dim, -1.f);
       std::vector<float> probs(expected.size(), -1.f);
       auto a = make_decode_args(q.data(), kc.data(), vc.data(), table.data(), context.data(), with_output ? out.data() : nullptr,
                                 seqs, q_heads, max_blocks, shape);
       a.probs = probs.data();
       a.probs_stride = max_context;
-      decode_attention(a, simd);
+      decode_attention(a, level);
       double worst = 0;
       for (int s = 0; s < seqs; ++s)
         for (int h = 0; h < q_heads; ++h)

@@ -60,10 +60,11 @@ TEST_CASE("the paged layout round-trips through a scattered block table", "[unit
   }
 }
 
-TEST_CASE("decode attention matches the naive reference (fp16, fp8, int8, int4 - GQA - head_dim 64/128/256)", "[unit]") {
+TEST_CASE("decode attention matches the naive reference (fp16, fp8, int8, int4 - GQA 1-8 - head_dim 64/128/256)", "[unit]") {
   for (int head_dim : {64, 128, 256}) {
     for (KvElement e : {KvElement::fp16, KvElement::fp8, KvElement::int8, KvElement::int4}) {
-      const int seqs = 3, kv_heads = 2, q_heads = 8, block_size = 16, max_blocks = 40;
+     for (int gqa : {1, 2, 4, 8}) {  // query heads per KV head: the vectorised kernels block tokens by it
+      const int seqs = 3, kv_heads = 2, q_heads = kv_heads * gqa, block_size = 16, max_blocks = 40;
       const std::vector<std::int32_t> context = {1, 257, 600};
       PagedShape shape{seqs * max_blocks, block_size, kv_heads, format(e, head_dim, 32)};
       const int max_context = max_blocks * block_size;
@@ -93,18 +94,18 @@ TEST_CASE("decode attention matches the naive reference (fp16, fp8, int8, int4 -
       std::vector<float> out(static_cast<std::size_t>(seqs) * q_heads * head_dim), ref(out.size());
       reference_decode_attention(q.data(), kd.data(), vd.data(), context.data(), seqs, max_context, q_heads, kv_heads,
                                  head_dim, scale, ref.data());
-      // The portable kernel, and the vectorised one where this CPU has it.
-      for (bool simd : {false, true}) {
-        if (simd && !decode_attention_simd_available()) {
-          WARN("this CPU has no AVX2/FMA/F16C: only the portable decode attention was checked");
+      // The portable kernel, and each vectorised one this CPU has.
+      for (SimdLevel level : {SimdLevel::portable, SimdLevel::avx2, SimdLevel::avx512}) {
+        if (level > cpu_simd_level()) {
+          WARN("this CPU has no " << simd_level_name(level) << ": its decode attention was not checked");
           continue;
         }
         decode_attention(make_decode_args(q.data(), kc.data(), vc.data(), table.data(), context.data(), out.data(), seqs,
                                           q_heads, max_blocks, shape),
-                         simd);
+                         level);
         double worst = 0;
         for (std::size_t i = 0; i < out.size(); ++i) worst = std::max(worst, static_cast<double>(std::fabs(out[i] - ref[i]) / (1 + std::fabs(ref[i]))));
-        INFO("head_dim " << head_dim << " bits " << shape.format.bits() << (simd ? " vectorised" : " portable"));
+        INFO("head_dim " << head_dim << " bits " << shape.format.bits() << " GQA " << gqa << " " << simd_level_name(level));
         CHECK(worst < 1e-4);
         // The last sequence alone: with more threads than sequences the vectorised kernel splits
         // the sequence's KV heads between them.
@@ -112,12 +113,13 @@ TEST_CASE("decode attention matches the naive reference (fp16, fp8, int8, int4 -
         std::vector<float> alone(static_cast<std::size_t>(q_heads) * head_dim);
         decode_attention(make_decode_args(q.data() + q_at, kc.data(), vc.data(), table.data() + (seqs - 1) * max_blocks,
                                           context.data() + seqs - 1, alone.data(), 1, q_heads, max_blocks, shape),
-                         simd);
+                         level);
         double worst_alone = 0;
         for (std::size_t i = 0; i < alone.size(); ++i)
           worst_alone = std::max(worst_alone, static_cast<double>(std::fabs(alone[i] - ref[q_at + i]) / (1 + std::fabs(ref[q_at + i]))));
         CHECK(worst_alone < 1e-4);
       }
+     }
     }
   }
 }
