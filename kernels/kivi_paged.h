@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "kernels/kv_format.h"
+#include "kernels/simd_level.h"
 
 namespace memtwin::kernels {
 
@@ -140,8 +141,11 @@ inline KiviDecodeArgs make_kivi_decode_args(const float* query, const std::uint8
 /// One query per sequence against its quantised groups and residual. A key group's scores come
 /// from its codes directly: q.k_t = sum_c (q_c s_c) code_ct + sum_c q_c z_c. Each sequence's
 /// memory is read in its order, every KV head at once; parallel over sequences with OpenMP where
-/// available. The AVX2 kernel runs where the CPU has it (decode_attention_simd_available());
-/// `allow_simd = false` forces the portable one (tests compare the two).
+/// available. The best vectorised kernel of at most `highest` that the CPU runs and that takes the
+/// call's shape runs (AVX-512: groups and head_dim multiples of 32; AVX2: of 16), else the portable
+/// one (tests compare them).
+void kivi_decode_attention(const KiviDecodeArgs& a, SimdLevel highest);
+/// The same with the best level the CPU has (`allow_simd = false`: the portable kernel).
 void kivi_decode_attention(const KiviDecodeArgs& a, bool allow_simd = true);
 
 /// Everything a sequence of `tokens` tokens holds, dequantised: keys and values [tokens, kv_heads,

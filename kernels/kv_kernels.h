@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/kv_format.h"
+#include "kernels/simd_level.h"
 
 namespace memtwin::kernels {
 
@@ -67,13 +68,6 @@ inline DecodeAttentionArgs make_decode_args(const float* query, const std::uint8
 
 /// Checks an argument set; throws std::invalid_argument naming what is wrong.
 void validate(const DecodeAttentionArgs& a);
-
-/// The CPU decode kernels' instruction sets, each level including the ones before it: portable
-/// C++, AVX2 (with FMA and F16C), AVX-512 (F, BW, VL, DQ, with FMA and F16C).
-enum class SimdLevel { portable, avx2, avx512 };
-/// The highest level both this CPU and this build have.
-SimdLevel cpu_simd_level();
-const char* simd_level_name(SimdLevel level);
 
 /// One query token per sequence against its cached context (CPU, parallel over sequences and KV
 /// heads with OpenMP where available), with the best kernel of at most `highest` that this CPU runs

@@ -11,8 +11,8 @@
 //           The AVX2 kernel loads the queries again for every token and sums each dot product
 //           alone; here both are shared by a block.
 //   softmax over the token-major scores, 16 at a time (a lane's head is its index modulo G).
-//   V pass  tiles of 32 tokens: per tile 16 x 8/G... dimensions (up to 128) of the G heads'
-//           outputs accumulate in registers, each token's probability broadcast from memory.
+//   V pass  tiles of 32 tokens: per tile, 256/G dimensions at a time (at most 128) of the G heads'
+//           outputs accumulate in 16 registers, each token's probability broadcast from memory.
 // Codes are widened 16 (8-bit) or 32 (4-bit: low nibbles and high nibbles apart, the query and
 // the outputs laid out to match) at a time. Quantised values are accumulated in code space, as in
 // the AVX2 kernel: sum_t p_t (scale_t code_t + zero_t) = sum_t (p_t scale_t) code_t + sum_t p_t zero_t.
@@ -21,26 +21,20 @@
 #if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && \
     defined(__AVX512DQ__) && defined(__FMA__) && defined(__F16C__)
 
-// GCC 12's AVX-512 intrinsics pass an uninitialised vector as the unused merge source of their
-// unmasked forms (_mm512_max_ps and others), which -Wuninitialized reports at every use.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cstring>
 #include <limits>
 #include <vector>
 
+#include "kernels/cpu/avx512_vectors.h"
 #include "kernels/cpu/paged_rows.h"
 
 namespace memtwin::kernels::simd {
 
 namespace {
 
-constexpr int kLanes = 16;
+using namespace avx512;  // the register-level helpers written for the AVX-512 kernels
+
 constexpr int kTile = 32;   // tokens of a V tile: their vectors stay in L1 while the outputs accumulate
 constexpr int kAhead = 16;  // tokens the K pass prefetches ahead, into L2 (into L1 they evict what is in use)
 constexpr int kMaxGroups = 16;
@@ -48,85 +42,6 @@ constexpr int kMaxGroups = 16;
 // How a cache stores its elements, as this kernel reads them.
 enum class Code { fp16, e4m3, int8, int4 };
 
-// exp(x) for x <= 0 (softmax after subtracting the maximum): the AVX2 kernel's degree-6 polynomial
-// for 2^f on [-0.5, 0.5], scaled by 2^n with vscalefps; relative error below 2e-7.
-inline __m512 exp_negative(__m512 x) {
-  x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
-  const __m512 t = _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f));
-  const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m512 f = _mm512_sub_ps(t, n);
-  __m512 p = _mm512_set1_ps(1.535336188319500e-4f);
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.339887440266574e-3f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.618437357674640e-3f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.550332471162809e-2f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.402264791363012e-1f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931472028550421e-1f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(p, n);
-}
-
-// The vector rotated by `lanes` lanes (lane i takes lane i + lanes, modulo 16).
-inline __m512 rotate(__m512 v, int lanes) {
-  const __m512i index = _mm512_and_si512(_mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                                          _mm512_set1_epi32(lanes)),
-                                         _mm512_set1_epi32(15));
-  return _mm512_permutexvar_ps(index, v);
-}
-
-// Every lane the maximum (or sum) over the lanes congruent to it modulo G: token-major scores put
-// head g in lanes g, g + G, ...
-template <int G>
-inline __m512 fold_max(__m512 v) {
-  for (int lanes = 8; lanes >= G; lanes /= 2) v = _mm512_max_ps(v, rotate(v, lanes));
-  return v;
-}
-template <int G>
-inline __m512 fold_sum(__m512 v) {
-  for (int lanes = 8; lanes >= G; lanes /= 2) v = _mm512_add_ps(v, rotate(v, lanes));
-  return v;
-}
-
-// The sums of sixteen vectors' lanes as one vector: lane i is the sum of v[i]. Four halving steps,
-// each adding two vectors' halves side by side (45 instructions for 16 sums). The last step leaves
-// input 4i + c in lane 4c + i, so the inputs are taken in the transposed order.
-inline __m512 horizontal_sums16(const __m512* v) {
-  auto in = [v](int k) { return v[(k % 4) * 4 + k / 4]; };
-  __m512 x[8], z[4], u[2];
-  for (int k = 0; k < 8; ++k) {
-    const __m512 a = in(2 * k), b = in(2 * k + 1);
-    x[k] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)), _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
-  }
-  for (int k = 0; k < 4; ++k) {
-    const __m512 a = x[2 * k], b = x[2 * k + 1];
-    z[k] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
-  }
-  for (int k = 0; k < 2; ++k) u[k] = _mm512_add_ps(_mm512_unpacklo_ps(z[2 * k], z[2 * k + 1]), _mm512_unpackhi_ps(z[2 * k], z[2 * k + 1]));
-  return _mm512_add_ps(_mm512_shuffle_ps(u[0], u[1], _MM_SHUFFLE(1, 0, 1, 0)), _mm512_shuffle_ps(u[0], u[1], _MM_SHUFFLE(3, 2, 3, 2)));
-}
-
-// Sixteen fp16 elements from element c.
-inline __m512 load_halves(const std::uint8_t* vector, int c) {
-  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(vector + 2 * c)));
-}
-// Sixteen e4m3 elements from element c, over 2^8: each byte's sign and other 7 bits moved into a
-// half (s eeee mmm -> s 0eeee mmm0000000), read as fp16, is the value x 2^-8 (the biases differ by 8).
-inline __m512 load_e4m3_over_256(const std::uint8_t* vector, int c) {
-  const __m256i bytes = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(vector + c)));
-  const __m256i magnitude = _mm256_slli_epi16(_mm256_and_si256(bytes, _mm256_set1_epi16(0x7f)), 7);
-  const __m256i sign = _mm256_slli_epi16(_mm256_and_si256(bytes, _mm256_set1_epi16(0x80)), 8);
-  return _mm512_cvtph_ps(_mm256_or_si256(magnitude, sign));
-}
-// Sixteen 8-bit codes as floats.
-inline __m512 codes8(const std::uint8_t* p) {
-  return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
-}
-// Thirty-two 4-bit codes from sixteen bytes (element 2i in byte i's low nibble): the even
-// elements (low nibbles) or the odd ones (high nibbles), as floats.
-template <bool Odd>
-inline __m512 codes4(const std::uint8_t* p) {
-  const __m512i bytes = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  return _mm512_cvtepi32_ps(Odd ? _mm512_srli_epi32(bytes, 4) : _mm512_and_si512(bytes, _mm512_set1_epi32(0xf)));
-}
 // Where dimension c of a 4-bit vector sits in the even/odd order codes4 produces: per chunk of 32,
 // the 16 even dimensions, then the 16 odd ones.
 inline int even_odd_position(int c) {
@@ -139,21 +54,6 @@ template <Code C>
 inline __m512 load_floating(const std::uint8_t* vector, int c) {
   if constexpr (C == Code::e4m3) return load_e4m3_over_256(vector, c);
   return load_halves(vector, c);
-}
-
-// A quantisation group's fp16 scale and zero point (stored side by side after its codes).
-inline void scale_and_zero(const std::uint8_t* p, float& scale, float& zero) {
-  std::int32_t both;
-  std::memcpy(&both, p, 4);
-  const __m128 wide = _mm_cvtph_ps(_mm_cvtsi32_si128(both));
-  scale = _mm_cvtss_f32(wide);
-  zero = _mm_cvtss_f32(_mm_movehdup_ps(wide));
-}
-
-// Asks for cache lines into L2 ahead of use: a block's rows lie in order, but the block table
-// scatters the blocks, which the hardware prefetchers cannot foresee.
-inline void prefetch_l2(const std::uint8_t* p, std::size_t bytes) {
-  for (std::size_t off = 0; off < bytes; off += 64) _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T1);
 }
 
 // The factor an e4m3 cache's partial results take at the end (1 for other formats).

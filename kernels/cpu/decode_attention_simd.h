@@ -39,4 +39,11 @@ bool kivi_avx2_takes(const KiviDecodeArgs& a);
 /// are written). Only for calls kivi_avx2_takes.
 void attend_kivi_avx2(const KiviDecodeArgs& a, int seq, int first_kv_head, int kv_heads);
 
+/// Whether the AVX-512 KIVI kernel takes this call's shape: groups and head_dim multiples of 32
+/// (head_dim up to 256), at most 8 query heads per KV head, and a build with the kernel. The caller
+/// checks the CPU (avx512_supported()).
+bool kivi_avx512_takes(const KiviDecodeArgs& a);
+/// As attend_kivi_avx2, with AVX-512 (kivi_decode_avx512.cpp). Only for calls kivi_avx512_takes.
+void attend_kivi_avx512(const KiviDecodeArgs& a, int seq, int first_kv_head, int kv_heads);
+
 }  // namespace memtwin::kernels::simd

@@ -277,6 +277,10 @@ void attend_kivi(const KiviDecodeArgs& a, int seq, const float* halves) {
 }  // namespace
 
 void kivi_decode_attention(const KiviDecodeArgs& a, bool allow_simd) {
+  kivi_decode_attention(a, allow_simd ? cpu_simd_level() : SimdLevel::portable);
+}
+
+void kivi_decode_attention(const KiviDecodeArgs& a, SimdLevel highest) {
   a.shape.validate();
   auto fail = [](const std::string& m) { throw std::invalid_argument("kivi_decode_attention: " + m); };
   if (!a.query || !a.cache || !a.block_tables || !a.context_lens || !a.out) fail("a pointer is null");
@@ -292,7 +296,9 @@ void kivi_decode_attention(const KiviDecodeArgs& a, bool allow_simd) {
     tokens += a.context_lens[seq];
   }
   const float* halves = half_to_float_table();
-  if (!(allow_simd && decode_attention_simd_available() && simd::kivi_avx2_takes(a))) {
+  const SimdLevel level = std::min(highest, cpu_simd_level());
+  const bool avx512 = level >= SimdLevel::avx512 && simd::kivi_avx512_takes(a);
+  if (!avx512 && !(level >= SimdLevel::avx2 && simd::kivi_avx2_takes(a))) {
 #pragma omp parallel for schedule(dynamic) if (a.num_seqs > 1 && worth_threads(tokens, a.shape.kv_heads))
     for (int seq = 0; seq < a.num_seqs; ++seq) attend_kivi(a, seq, halves);
     return;
@@ -302,7 +308,11 @@ void kivi_decode_attention(const KiviDecodeArgs& a, bool allow_simd) {
 #pragma omp parallel for schedule(dynamic) if (parallel)
   for (int unit = 0; unit < split.units(); ++unit) {
     const auto [seq, first, count] = split[unit];
-    simd::attend_kivi_avx2(a, seq, first, count);
+    if (avx512) {
+      simd::attend_kivi_avx512(a, seq, first, count);
+    } else {
+      simd::attend_kivi_avx2(a, seq, first, count);
+    }
   }
 }
 
