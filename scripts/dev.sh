@@ -20,7 +20,7 @@ packages=(
   nlohmann-json3-dev catch2
   python3 python3-dev python3-matplotlib python3-numpy python3-jsonschema python3-pytest pybind11-dev
   python3-pandas python3-pip python3-setuptools python3-wheel python3-venv
-  libopenmpi-dev openmpi-bin libopenblas-dev libjemalloc-dev libicu-dev
+  libopenmpi-dev openmpi-bin libopenblas-dev libopenblas-serial-dev libjemalloc-dev libicu-dev
 )
 # What `sanitize` and `fuzz` add: clang with its sanitizer and libFuzzer runtimes, and its OpenMP.
 sanitizer_packages=(clang libclang-rt-14-dev libomp-14-dev)
