@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 namespace memtwin::kernels::simd::avx512 {
 
@@ -78,6 +79,33 @@ inline __m512 horizontal_sums16(const __m512* v) {
   }
   for (int k = 0; k < 2; ++k) u[k] = _mm512_add_ps(_mm512_unpacklo_ps(z[2 * k], z[2 * k + 1]), _mm512_unpackhi_ps(z[2 * k], z[2 * k + 1]));
   return _mm512_add_ps(_mm512_shuffle_ps(u[0], u[1], _MM_SHUFFLE(1, 0, 1, 0)), _mm512_shuffle_ps(u[0], u[1], _MM_SHUFFLE(3, 2, 3, 2)));
+}
+
+// Softmax of G heads' token-major scores [t][g] (ctx tokens) in place: exp(s - max_g) for each
+// head g, and each head's sum of them in denominators[g]. G = 1: one head's row.
+template <int G>
+inline void softmax(float* s, int ctx, float* denominators) {
+  const int n = ctx * G;
+  const int whole = n - n % kLanes;
+  const __mmask16 tail = static_cast<__mmask16>((1u << (n - whole)) - 1);
+  __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int i = 0; i < whole; i += kLanes) m = _mm512_max_ps(m, _mm512_loadu_ps(s + i));
+  if (tail) m = _mm512_max_ps(m, _mm512_mask_loadu_ps(m, tail, s + whole));
+  m = fold_max<G>(m);
+  __m512 sum = _mm512_setzero_ps();
+  for (int i = 0; i < whole; i += kLanes) {
+    const __m512 e = exp_negative(_mm512_sub_ps(_mm512_loadu_ps(s + i), m));
+    _mm512_storeu_ps(s + i, e);
+    sum = _mm512_add_ps(sum, e);
+  }
+  if (tail) {
+    const __m512 e = exp_negative(_mm512_sub_ps(_mm512_mask_loadu_ps(m, tail, s + whole), m));
+    _mm512_mask_storeu_ps(s + whole, tail, e);
+    sum = _mm512_mask_add_ps(sum, tail, sum, e);
+  }
+  alignas(64) float lanes[kLanes];
+  _mm512_store_ps(lanes, fold_sum<G>(sum));
+  for (int g = 0; g < G; ++g) denominators[g] = lanes[g];
 }
 
 // Sixteen fp16 elements from element c.

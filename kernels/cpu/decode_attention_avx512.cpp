@@ -135,33 +135,6 @@ void key_scores(const DecodeAttentionArgs& a, const std::int32_t* table, const f
   }
 }
 
-// Softmax of one KV head's token-major scores [t][g] in place: exp(s - max_g) for each head g,
-// and each head's sum of them in denominators[g].
-template <int G>
-void softmax(float* s, int ctx, float* denominators) {
-  const int n = ctx * G;
-  const int whole = n - n % kLanes;
-  const __mmask16 tail = static_cast<__mmask16>((1u << (n - whole)) - 1);
-  __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-  for (int i = 0; i < whole; i += kLanes) m = _mm512_max_ps(m, _mm512_loadu_ps(s + i));
-  if (tail) m = _mm512_max_ps(m, _mm512_mask_loadu_ps(m, tail, s + whole));
-  m = fold_max<G>(m);
-  __m512 sum = _mm512_setzero_ps();
-  for (int i = 0; i < whole; i += kLanes) {
-    const __m512 e = exp_negative(_mm512_sub_ps(_mm512_loadu_ps(s + i), m));
-    _mm512_storeu_ps(s + i, e);
-    sum = _mm512_add_ps(sum, e);
-  }
-  if (tail) {
-    const __m512 e = exp_negative(_mm512_sub_ps(_mm512_mask_loadu_ps(m, tail, s + whole), m));
-    _mm512_mask_storeu_ps(s + whole, tail, e);
-    sum = _mm512_mask_add_ps(sum, tail, sum, e);
-  }
-  alignas(64) float lanes[kLanes];
-  _mm512_store_ps(lanes, fold_sum<G>(sum));
-  for (int g = 0; g < G; ++g) denominators[g] = lanes[g];
-}
-
 // The V pass: out_{h,g} = factor * sum_t p[h][t][g] v_{h,t} / denominator_{h,g}, tile by tile;
 // per tile D = 16 NC dimensions at a time, NC x G accumulators in registers.
 template <int G, int NC, Code C>

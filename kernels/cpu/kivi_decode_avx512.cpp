@@ -69,28 +69,6 @@ constexpr int position(int e) {
   return (k / 2) * kLanes + (k % 2) * 8 + byte;
 }
 
-// Scales x[0..n) to exp(x - max) and returns their sum.
-float softmax_numerators(float* x, int n) {
-  const int whole = n - n % kLanes;
-  const __mmask16 tail = static_cast<__mmask16>((1u << (n - whole)) - 1);
-  __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-  for (int i = 0; i < whole; i += kLanes) m = _mm512_max_ps(m, _mm512_loadu_ps(x + i));
-  if (tail) m = _mm512_max_ps(m, _mm512_mask_loadu_ps(m, tail, x + whole));
-  m = _mm512_set1_ps(_mm512_reduce_max_ps(m));
-  __m512 sum = _mm512_setzero_ps();
-  for (int i = 0; i < whole; i += kLanes) {
-    const __m512 e = exp_negative(_mm512_sub_ps(_mm512_loadu_ps(x + i), m));
-    _mm512_storeu_ps(x + i, e);
-    sum = _mm512_add_ps(sum, e);
-  }
-  if (tail) {
-    const __m512 e = exp_negative(_mm512_sub_ps(_mm512_mask_loadu_ps(m, tail, x + whole), m));
-    _mm512_mask_storeu_ps(x + whole, tail, e);
-    sum = _mm512_mask_add_ps(sum, tail, sum, e);
-  }
-  return _mm512_reduce_add_ps(sum);
-}
-
 // Sixteen fp16 scale/zero pairs at `p`, `p + stride`, ...: their scales and zero points as floats.
 inline void gather_scales(const std::uint8_t* p, __m512i offsets, float* scales, float* zeros) {
   const __m512i both = _mm512_i32gather_epi32(offsets, p, 1);
@@ -203,7 +181,7 @@ void attend(const KiviDecodeArgs& a, int seq, int first_kv_head, int end_kv_head
   }
   const int first_row = first_kv_head * gqa, end_row = end_kv_head * gqa;  // the query heads of these KV heads
   for (int row = first_row; row < end_row; ++row)
-    denominators[static_cast<std::size_t>(row)] = softmax_numerators(scores.data() + static_cast<std::size_t>(row) * n, static_cast<int>(n));
+    softmax<1>(scores.data() + static_cast<std::size_t>(row) * n, static_cast<int>(n), &denominators[static_cast<std::size_t>(row)]);
 
   // V pass over the quantised groups, in code space.
   for (std::int64_t g = 0; g < groups; ++g) {
