@@ -141,7 +141,8 @@ void bench_cpu_single_thread(double copy) {
   omp_set_num_threads(1);
 #endif
   const int context = 8192;
-  std::printf("cpu decode attention, one thread, context %d, batch 1 (of %.1f GB/s copy):\n", context, copy / 1e9);
+  std::printf("cpu decode attention, one thread, context %d, batch 1 (of %.1f GB/s copy; %s kernels):\n", context, copy / 1e9,
+              simd_level_name(cpu_simd_level()));
   struct Row {
     const char* name;
     double seconds, bytes, target;
