@@ -131,6 +131,9 @@ inline __m512 codes4(const std::uint8_t* p) {
   const __m512i bytes = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   return _mm512_cvtepi32_ps(Odd ? _mm512_srli_epi32(bytes, 4) : _mm512_and_si512(bytes, _mm512_set1_epi32(0xf)));
 }
+// Where element e (< 32) of a 32-element chunk sits in the order codes4 widens it (the 16 even
+// elements, then the 16 odd ones).
+constexpr int codes4_position(int e) { return e % 2 == 0 ? e / 2 : kLanes + e / 2; }
 // A quantisation group's fp16 scale and zero point (stored side by side after its codes).
 inline void scale_and_zero(const std::uint8_t* p, float& scale, float& zero) {
   std::int32_t both;

@@ -83,21 +83,10 @@ void dequantize(const std::uint8_t* in, const KvFormat& f, const Layout& layout,
 
 constexpr int kAhead = 8;  // tokens the K pass prefetches ahead
 
-// The factor an e4m3 cache's partial results take at the end (1 for other formats).
-float element_factor(const KvFormat& f) { return f.element == KvElement::fp8 ? 256.f * f.fp8_scale : 1.f; }
-
 // Eight elements of a floating-point vector (fp16, or e4m3 over 256) starting at element c.
 __m256 load_floating(const std::uint8_t* vector, const KvFormat& f, int c) {
   return f.element == KvElement::fp8 ? load_e4m3_over_256(vector + c) : load_halves(vector + 2 * c);
 }
-
-// Consecutive KV heads of one sequence, attended together: in the paged layout a token's vectors
-// of all KV heads lie side by side, so a pass over the tokens for a range of heads reads memory in
-// order (one head at a time strides through it, 2 KB between rows, which the hardware prefetchers
-// follow poorly).
-struct Heads {
-  int first = 0, count = 1;
-};
 
 // The K pass for G query heads: scores[g * ctx + t] = scale * q_g . k_t. Each token's vector is
 // read 16 elements at a time (8- and 4-bit codes dequantised with one FMA per 8, shared by the G

@@ -42,12 +42,8 @@ constexpr int kMaxGroups = 16;
 // How a cache stores its elements, as this kernel reads them.
 enum class Code { fp16, e4m3, int8, int4 };
 
-// Where dimension c of a 4-bit vector sits in the even/odd order codes4 produces: per chunk of 32,
-// the 16 even dimensions, then the 16 odd ones.
-inline int even_odd_position(int c) {
-  const int within = c % 32;
-  return c - within + (within % 2 == 0 ? within / 2 : 16 + within / 2);
-}
+// Where dimension c of a 4-bit vector sits in the order codes4 widens each chunk of 32.
+inline int even_odd_position(int c) { return c - c % 32 + codes4_position(c % 32); }
 
 // Sixteen elements of a floating-point vector from element c (e4m3 over 2^8).
 template <Code C>
@@ -55,13 +51,6 @@ inline __m512 load_floating(const std::uint8_t* vector, int c) {
   if constexpr (C == Code::e4m3) return load_e4m3_over_256(vector, c);
   return load_halves(vector, c);
 }
-
-// The factor an e4m3 cache's partial results take at the end (1 for other formats).
-float element_factor(const KvFormat& f) { return f.element == KvElement::fp8 ? 256.f * f.fp8_scale : 1.f; }
-
-struct Heads {
-  int first = 0, count = 1;
-};
 
 // The K pass: scores[h][t][g] = scale * q_{h,g} . k_{h,t} for the range's KV heads h, blocks of
 // T = 16/G tokens at a time. `q`: the range's query heads in order ([h][g][hd], 4-bit caches: in

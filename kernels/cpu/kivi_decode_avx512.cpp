@@ -64,7 +64,7 @@ inline void codes32(const std::uint8_t* p, __m512& first, __m512& second) {
 template <int Bits>
 constexpr int position(int e) {
   if constexpr (Bits == 8) return e;
-  if constexpr (Bits == 4) return e % 2 == 0 ? e / 2 : kLanes + e / 2;
+  if constexpr (Bits == 4) return codes4_position(e);
   const int k = e % 4, byte = e / 4;  // 2 bits: byte `byte`, bits 2k
   return (k / 2) * kLanes + (k % 2) * 8 + byte;
 }

@@ -1,12 +1,24 @@
 #pragma once
 // Internal to kernels/cpu: how the vectorised paged decode kernels (AVX2 and AVX-512) walk a
-// sequence's cache. Plain C++: included by translation units built for either instruction set.
+// sequence's cache, and what else both take from its format. Plain C++: included by translation units built for either instruction set.
 #include <cstddef>
 #include <cstdint>
 
 #include "kernels/kv_format.h"
 
 namespace memtwin::kernels::simd {
+
+// Consecutive KV heads of one sequence, attended together: in the paged layout a token's vectors
+// of all KV heads lie side by side, so a pass over the tokens for a range of heads reads memory in
+// order (one head at a time strides through it, 2 KB between rows, which the hardware prefetchers
+// follow poorly).
+struct Heads {
+  int first = 0, count = 1;
+};
+
+// The factor an e4m3 cache's partial results take at the end (1 for other formats): the kernels
+// widen e4m3 as its value over 2^8 and multiply by 2^8 and the cache's scale once.
+inline float element_factor(const KvFormat& f) { return f.element == KvElement::fp8 ? 256.f * f.fp8_scale : 1.f; }
 
 // The cache's geometry, derived once per call: KvFormat and PagedShape compute each figure through
 // switches and divisions, which cost more than a token's arithmetic when repeated for every token.
