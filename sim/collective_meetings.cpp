@@ -7,25 +7,6 @@ namespace memtwin::sim {
 
 namespace sg4 = simgrid::s4u;
 
-namespace {
-
-template <typename Rendezvous>
-void resume_all(Rendezvous& rv) {
-  for (auto& a : rv.waiting) a->resume();
-  rv.waiting.clear();
-}
-
-// Suspends the calling actor until `flag` is set by another, who resumes rv.waiting.
-template <typename Rendezvous>
-void wait_for(const bool& flag, Rendezvous& rv) {
-  while (!flag) {
-    rv.waiting.push_back(sg4::Actor::self());
-    sg4::this_actor::suspend();
-  }
-}
-
-}  // namespace
-
 CollectiveMeetings::CollectiveMeetings(const Cluster& cluster, const Plan& plan, const std::vector<int>& slot_of_rank,
                                        const std::vector<int>& rank_of_slot, const Platform& platform, StandIns stand_ins)
     : cluster_(cluster), plan_(plan), slot_of_rank_(slot_of_rank), rank_of_slot_(rank_of_slot), platform_(platform),
@@ -80,35 +61,31 @@ long CollectiveMeetings::meet(int rank, std::uint32_t index, const Op& op) {
   const int group_index = group_of_slot_[slot_of_rank_[rank]][meeting.role];
   const int members = members_of_group_[meeting.role][group_index];
   const auto entry = rendezvous_.try_emplace(std::make_tuple(meeting.name, meeting.family, group_index)).first;
-  if (!entry->second) entry->second = std::make_unique<Rendezvous>();
+  if (!entry->second) entry->second = std::make_unique<Rendezvous>(Rendezvous{0, 0, 0, nullptr, sg4::Barrier::create(members)});
   Rendezvous& rv = *entry->second;
-  const bool launcher = ++rv.arrived == members;
-  long started = 0;
-  if (launcher) {
-    // Only the last rank to arrive builds the flows (O(n) once per collective) and starts them.
-    rv.collective = &folded(op, meeting, group_index);
-    started = static_cast<long>(rv.collective->plan.flows.size());
-  }
-  while (!rv.collective) {
-    rv.waiting.push_back(sg4::Actor::self());
-    sg4::this_actor::suspend();
-  }
+  // A barrier's last arrival releases the others inside SimGrid: one simcall per member, where a
+  // suspension and a resumption by the last would be two.
+  auto all_meet = [&] {
+    if (members > 1) rv.barrier->wait();
+  };
+  const bool last_to_arrive = ++rv.arrived == members;
+  // The first to arrive finds the flows (built once per collective kind, group and size: O(n)).
+  if (!rv.collective) rv.collective = &folded(op, meeting, group_index);
   const Folded& f = *rv.collective;
+  long started = 0;
   if (f.by_member.usable()) {
-    // Every member moves its own flows; the last to be done charges the latency left.
-    if (launcher) resume_all(rv);
+    // Every member moves its own flows once all have arrived; the last to be done charges the
+    // latency left before the others are released.
+    all_meet();
+    if (last_to_arrive) started = static_cast<long>(f.plan.flows.size());
     f.by_member.exchange(slot_of_rank_[rank], inboxes_.at(op.stream));
-    if (++rv.exchanged == members) {
-      if (f.plan.latency_s > 0) sg4::this_actor::sleep_for(f.plan.latency_s);
-      rv.finished = true;
-      resume_all(rv);
-    }
-  } else if (launcher) {
+    if (++rv.exchanged == members && f.plan.latency_s > 0) sg4::this_actor::sleep_for(f.plan.latency_s);
+  } else if (last_to_arrive) {
+    // The last to arrive starts every flow and waits for them; the others wait for it.
     run_collective(f.plan, platform_);
-    rv.finished = true;
-    resume_all(rv);
+    started = static_cast<long>(f.plan.flows.size());
   }
-  wait_for(rv.finished, rv);
+  all_meet();
   // Only collectives in flight stay in the map, so that finding one stays cheap.
   if (++rv.departed == members) rendezvous_.erase(entry);
   return started;

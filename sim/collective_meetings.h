@@ -6,8 +6,7 @@
 // pipeline neighbours run different programs and meet by tag, both directions of a pair in one
 // family.
 //
-// Actors are cooperative: between two simcalls nothing else runs, so plain counters and flags are
-// safe, and a waiting actor suspends itself after registering (no wake-up can be lost).
+// Actors are cooperative: between two simcalls nothing else runs, so plain counters are safe.
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -64,10 +63,9 @@ class CollectiveMeetings {
   struct Rendezvous {
     int arrived = 0;
     int exchanged = 0;  ///< members whose own flows are done (flows moved by member)
-    int departed = 0;   ///< members that saw it finish; the last one removes it
-    const Folded* collective = nullptr;  ///< set by the last to arrive, which starts it
-    bool finished = false;
-    std::vector<simgrid::s4u::ActorPtr> waiting;
+    int departed = 0;   ///< members released at the end; the last one removes it
+    const Folded* collective = nullptr;  ///< set by the first to arrive
+    simgrid::s4u::BarrierPtr barrier;  ///< for the members: all have arrived; the collective has ended
   };
 
   const Folded& folded(const Op& op, const Meeting& meeting, int group_index);
