@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "models/comm/collective_model.h"
+#include "sim/one_simcall.h"
 
 namespace memtwin::sim {
 
@@ -153,14 +154,22 @@ void run_collective(const CollectivePlan& plan, const Platform& platform) { run_
 void run_collectives(std::span<const CollectivePlan> plans, const Platform& platform) {
   std::vector<sg4::CommPtr> comms;
   double latency = 0;
-  for (const CollectivePlan& plan : plans) {
-    for (const auto& f : plan.flows) {
-      if (f.bytes <= 0) continue;
-      comms.push_back(sg4::Comm::sendto_async(platform.gpus[f.src], platform.gpus[f.dst], static_cast<uint64_t>(f.bytes)));
+  in_one_simcall([&] {  // a host-to-host transfer has no owner actor
+    for (const CollectivePlan& plan : plans) {
+      for (const auto& f : plan.flows) {
+        if (f.bytes <= 0) continue;
+        comms.push_back(sg4::Comm::sendto_async(platform.gpus[f.src], platform.gpus[f.dst], static_cast<uint64_t>(f.bytes)));
+      }
+      latency = std::max(latency, plan.latency_s);
     }
-    latency = std::max(latency, plan.latency_s);
-  }
-  for (auto& c : comms) c->wait();
+  });
+  // A host-to-host transfer is detached: SimGrid releases it when it ends, waited for or not. Once
+  // one wait returns, the flows that ended at the same instant have ended too (SimGrid ends every
+  // activity of an instant before it runs the actors), so only those still moving bytes are waited
+  // for: a wait on an ended transfer would cost a simcall and a second walk of SimGrid's list of
+  // detached activities.
+  for (auto& c : comms)
+    if (c->get_remaining() > 0) c->wait();
   if (latency > 0) sg4::this_actor::sleep_for(latency);
 }
 
@@ -198,8 +207,11 @@ void MemberFlows::exchange(int slot, const std::vector<sg4::Mailbox*>& inbox) co
   std::vector<sg4::CommPtr> comms;
   std::vector<void*> received(static_cast<std::size_t>(receives_[index]));
   comms.reserve(sends_[index].size() + received.size());
-  for (const Send& s : sends_[index]) comms.push_back(inbox[static_cast<std::size_t>(s.dst)]->put_async(&payload, s.bytes));
-  for (void*& r : received) comms.push_back(inbox[index]->get_async(&r));
+  for (const Send& s : sends_[index]) comms.push_back(inbox[static_cast<std::size_t>(s.dst)]->put_init(&payload, s.bytes));
+  for (void*& r : received) comms.push_back(inbox[index]->get_init()->set_dst_data(&r, sizeof(void*)));
+  in_one_simcall([&] {
+    for (auto& c : comms) c->start();
+  });
   sg4::Comm::wait_all(comms);
 }
 

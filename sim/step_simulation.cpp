@@ -14,6 +14,7 @@
 #include "sim/collectives.h"
 #include "sim/engine_setup.h"
 #include "sim/fidelity_choice.h"
+#include "sim/one_simcall.h"
 #include "sim/resource_check.h"
 
 namespace memtwin::sim {
@@ -208,7 +209,9 @@ class Simulation final : public PlanRun {
     if (waiting != state.waiters.end()) {
       auto actors = std::move(waiting->second);
       state.waiters.erase(waiting);
-      for (auto& a : actors) a->resume();
+      in_one_simcall([&] {
+        for (auto& a : actors) a->resume();
+      });
     }
     ++result_.activities;
     if (progress_) progress_->report(++ops_done_, total_ops_, "ops");
