@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include "sim/one_simcall.h"
+
 namespace memtwin::sim {
 
 namespace sg4 = simgrid::s4u;
@@ -61,7 +63,7 @@ long CollectiveMeetings::meet(int rank, std::uint32_t index, const Op& op) {
   const int group_index = group_of_slot_[slot_of_rank_[rank]][meeting.role];
   const int members = members_of_group_[meeting.role][group_index];
   const auto entry = rendezvous_.try_emplace(std::make_tuple(meeting.name, meeting.family, group_index)).first;
-  if (!entry->second) entry->second = std::make_unique<Rendezvous>(Rendezvous{0, 0, 0, nullptr, sg4::Barrier::create(members)});
+  if (!entry->second) entry->second = std::make_unique<Rendezvous>(Rendezvous{0, 0, 0, nullptr, sg4::Barrier::create(members), {}});
   Rendezvous& rv = *entry->second;
   // A barrier's last arrival releases the others inside SimGrid: one simcall per member, where a
   // suspension and a resumption by the last would be two.
@@ -74,11 +76,20 @@ long CollectiveMeetings::meet(int rank, std::uint32_t index, const Op& op) {
   const Folded& f = *rv.collective;
   long started = 0;
   if (f.by_member.usable()) {
-    // Every member moves its own flows once all have arrived; the last to be done charges the
-    // latency left before the others are released.
+    // Every member makes its own transfers as it arrives, the last to arrive starts them all, and
+    // each member waits for its own; the last to be done charges the latency left before the others
+    // are released.
+    const std::size_t first = rv.transfers.size();
+    f.by_member.make_transfers(slot_of_rank_[rank], inboxes_.at(op.stream), rv.transfers);
+    const std::size_t end = rv.transfers.size();
+    if (last_to_arrive) {
+      in_one_simcall([&] {
+        for (auto& transfer : rv.transfers) transfer->start();
+      });
+      started = static_cast<long>(f.plan.flows.size());
+    }
     all_meet();
-    if (last_to_arrive) started = static_cast<long>(f.plan.flows.size());
-    f.by_member.exchange(slot_of_rank_[rank], inboxes_.at(op.stream));
+    for (std::size_t i = first; i < end; ++i) rv.transfers[i]->wait();
     if (++rv.exchanged == members && f.plan.latency_s > 0) sg4::this_actor::sleep_for(f.plan.latency_s);
   } else if (last_to_arrive) {
     // The last to arrive starts every flow and waits for them; the others wait for it.

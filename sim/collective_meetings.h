@@ -66,6 +66,7 @@ class CollectiveMeetings {
     int departed = 0;   ///< members released at the end; the last one removes it
     const Folded* collective = nullptr;  ///< set by the first to arrive
     simgrid::s4u::BarrierPtr barrier;  ///< for the members: all have arrived; the collective has ended
+    std::vector<simgrid::s4u::CommPtr> transfers;  ///< flows moved by member: every member's, in arrival order
   };
 
   const Folded& folded(const Op& op, const Meeting& meeting, int group_index);

@@ -200,19 +200,14 @@ MemberFlows::MemberFlows(const CollectivePlan& plan, const std::vector<int>& mem
   usable_ = true;
 }
 
-void MemberFlows::exchange(int slot, const std::vector<sg4::Mailbox*>& inbox) const {
-  static char payload;  // mailboxes carry a pointer; the simulated size is what counts
+void MemberFlows::make_transfers(int slot, const std::vector<sg4::Mailbox*>& inbox, std::vector<sg4::CommPtr>& transfers) const {
+  // Mailboxes carry a pointer; the simulated size is what counts. Every receive lands in one place.
+  static char payload;
+  static void* landing;
   const auto index = static_cast<std::size_t>(slot);
   if (index >= sends_.size()) return;
-  std::vector<sg4::CommPtr> comms;
-  std::vector<void*> received(static_cast<std::size_t>(receives_[index]));
-  comms.reserve(sends_[index].size() + received.size());
-  for (const Send& s : sends_[index]) comms.push_back(inbox[static_cast<std::size_t>(s.dst)]->put_init(&payload, s.bytes));
-  for (void*& r : received) comms.push_back(inbox[index]->get_init()->set_dst_data(&r, sizeof(void*)));
-  in_one_simcall([&] {
-    for (auto& c : comms) c->start();
-  });
-  sg4::Comm::wait_all(comms);
+  for (const Send& s : sends_[index]) transfers.push_back(inbox[static_cast<std::size_t>(s.dst)]->put_init(&payload, s.bytes));
+  for (int r = 0; r < receives_[index]; ++r) transfers.push_back(inbox[index]->get_init()->set_dst_data(&landing, sizeof(void*)));
 }
 
 }  // namespace memtwin::sim

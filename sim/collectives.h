@@ -52,10 +52,13 @@ class MemberFlows {
   /// bytes runs between two of `member_slots`.
   MemberFlows(const CollectivePlan& plan, const std::vector<int>& member_slots);
   bool usable() const { return usable_; }
-  /// Sends the member's flows, receives what is sent to it, and waits for both. Call from the actor
-  /// of `slot`, with every member doing the same; `inbox[s]` is the mailbox of slot s's actor that
-  /// runs this collective (all members' actors run it on the same stream).
-  void exchange(int slot, const std::vector<simgrid::s4u::Mailbox*>& inbox) const;
+  /// The member's transfers, created but not started: a send of each of its flows and a receive of
+  /// each flow sent to it, appended to `transfers`. Call from the actor of `slot` (SimGrid makes
+  /// the calling actor their owner); `inbox[s]` is the mailbox of slot s's actor that runs this
+  /// collective (all members' actors run it on the same stream). Once every member's are made,
+  /// start them all (in one simcall, sim/one_simcall.h), and each member waits for its own.
+  void make_transfers(int slot, const std::vector<simgrid::s4u::Mailbox*>& inbox,
+                      std::vector<simgrid::s4u::CommPtr>& transfers) const;
 
  private:
   struct Send {
