@@ -163,13 +163,14 @@ void run_collectives(std::span<const CollectivePlan> plans, const Platform& plat
       latency = std::max(latency, plan.latency_s);
     }
   });
-  // A host-to-host transfer is detached: SimGrid releases it when it ends, waited for or not. Once
-  // one wait returns, the flows that ended at the same instant have ended too (SimGrid ends every
-  // activity of an instant before it runs the actors), so only those still moving bytes are waited
-  // for: a wait on an ended transfer would cost a simcall and a second walk of SimGrid's list of
-  // detached activities.
-  for (auto& c : comms)
-    if (c->get_remaining() > 0) c->wait();
+  // Waits for the first transfer still moving; those that ended by then (often all: the flows of a
+  // collective on idle links end together) are collected in one simcall, not one wait each.
+  for (std::size_t next = 0; next < comms.size();) {
+    comms[next++]->wait();
+    in_one_simcall([&] {
+      while (next < comms.size() && comms[next]->test()) ++next;
+    });
+  }
   if (latency > 0) sg4::this_actor::sleep_for(latency);
 }
 
