@@ -164,7 +164,9 @@ void run_collectives(std::span<const CollectivePlan> plans, const Platform& plat
     }
   });
   // Waits for the first transfer still moving; those that ended by then (often all: the flows of a
-  // collective on idle links end together) are collected in one simcall, not one wait each.
+  // collective on idle links end together) are collected in one simcall, not one wait each. A
+  // host-to-host transfer is on no actor's list of activities, so a test releases it as a wait
+  // would (a mailbox transfer tested, not waited for, would stay on its actors' lists).
   for (std::size_t next = 0; next < comms.size();) {
     comms[next++]->wait();
     in_one_simcall([&] {
