@@ -191,6 +191,19 @@ training: {micro_batch: 1, seq_len: 2048, global_batch: 48, sharding: {strategy:
   fast_matches_full(file, 24, 8);
 }
 
+TEST_CASE("a collective whose members move their own flows takes the time of one its last member launches", "[unit]") {
+  // FSDP over 8 nodes of 8: at full fidelity each collective's rail-aligned ring is 128 flows,
+  // which the members move themselves (sim/collectives.h, MemberFlows); fast fidelity simulates 2
+  // nodes, whose 32 flows per collective the last member to arrive launches. The steps agree.
+  const std::string file = write_scenario("by-member", R"(
+name: sim-by-member
+cluster: {nodes: 8, gpus_per_node: 8, gpu: h100-sxm}
+model: llama-2-7b
+training: {micro_batch: 1, seq_len: 2048, global_batch: 64, sharding: {strategy: fsdp, mode: full_shard}}
+)");
+  fast_matches_full(file, 64, 16);
+}
+
 TEST_CASE("fast fidelity keeps two nodes of each pipeline stage and predicts the full cluster's step", "[unit]") {
   // Tensor 4 inside a node, 2 stages of 3 nodes each: fast simulates nodes 0-1 and 3-4.
   const std::string file = write_scenario("fast-pipeline", R"(
