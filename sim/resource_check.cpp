@@ -21,7 +21,10 @@ namespace {
 // runs in docs/reliability.md; an estimate, stated as one.
 constexpr double kStepSecondsPerUnit = 4.0e-6;
 constexpr double kStepBytesPerUnit = 10;
-constexpr double kTraceBytesPerEvent = 2.0e3;
+// A traced op: its event (about 80 bytes) and, with --out, its line of trace.json (about 140),
+// which is written event by event (models/plan/trace_document.h). Fitted on a 3,200-layer quick
+// start with --out (docs/reliability.md, 2026-12-05); an upper bound without it.
+constexpr double kTraceBytesPerEvent = 250;
 // Per rank of the whole cluster, simulated or not: its group memberships and node, and the
 // step's per-rank tables (an 800,000-GPU plan held 0.45 GiB).
 constexpr double kStepBytesPerRank = 600;

@@ -5,31 +5,30 @@
 
 #include <nlohmann/json.hpp>
 
+#include "models/plan/trace_document.h"
+
 namespace memtwin {
 
 std::string perfetto_step_trace(const std::vector<StepTraceEvent>& step_events, const MemoryTimeline& memory) {
-  nlohmann::ordered_json events = nlohmann::ordered_json::array();
+  TraceDocument events;
   std::map<int, bool> named;
   for (const auto& e : step_events) {
     if (!named[e.rank]) {
       named[e.rank] = true;
-      events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", e.rank}, {"args", {{"name", "rank " + std::to_string(e.rank)}}}});
+      events.add({{"name", "process_name"}, {"ph", "M"}, {"pid", e.rank}, {"args", {{"name", "rank " + std::to_string(e.rank)}}}});
       for (Stream s : {Stream::compute, Stream::comm, Stream::copy, Stream::send_next, Stream::send_prev, Stream::recv_next,
                        Stream::recv_prev, Stream::context}) {
-        events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", e.rank}, {"tid", static_cast<int>(s)},
+        events.add({{"name", "thread_name"}, {"ph", "M"}, {"pid", e.rank}, {"tid", static_cast<int>(s)},
                           {"args", {{"name", stream_name(s)}}}});
       }
     }
-    events.push_back({{"name", e.name}, {"cat", stream_name(e.stream)}, {"ph", "X"}, {"pid", e.rank},
+    events.add({{"name", e.name}, {"cat", stream_name(e.stream)}, {"ph", "X"}, {"pid", e.rank},
                       {"tid", static_cast<int>(e.stream)}, {"ts", e.start_s * 1e6}, {"dur", (e.end_s - e.start_s) * 1e6}});
   }
   for (const auto& [t, bytes] : memory) {
-    events.push_back({{"name", "device memory"}, {"ph", "C"}, {"pid", 0}, {"ts", t * 1e6}, {"args", {{"bytes", bytes}}}});
+    events.add({{"name", "device memory"}, {"ph", "C"}, {"pid", 0}, {"ts", t * 1e6}, {"args", {{"bytes", bytes}}}});
   }
-  nlohmann::ordered_json doc;
-  doc["traceEvents"] = events;
-  doc["displayTimeUnit"] = "ms";
-  return doc.dump();
+  return std::move(events).finish();
 }
 
 std::string memory_timeline_csv(const MemoryTimeline& memory) {

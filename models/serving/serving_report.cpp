@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "models/kv/kv_method.h"
+#include "models/plan/trace_document.h"
 #include "models/serving/disaggregation.h"
 
 namespace memtwin {
@@ -266,15 +267,15 @@ std::string requests_csv(const ServingRun& run, bool disaggregated) {
 }
 
 std::string serving_trace(const ServingRun& run) {
-  nlohmann::ordered_json events = nlohmann::ordered_json::array();
+  TraceDocument events;
   std::set<int> named;
   for (const auto& it : run.iteration_log) {
     if (named.insert(it.replica).second) {
-      events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", it.replica},
+      events.add({{"name", "process_name"}, {"ph", "M"}, {"pid", it.replica},
                         {"args", {{"name", "replica " + std::to_string(it.replica)}}}});
-      events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", it.replica}, {"tid", 0}, {"args", {{"name", "compute"}}}});
+      events.add({{"name", "thread_name"}, {"ph", "M"}, {"pid", it.replica}, {"tid", 0}, {"args", {{"name", "compute"}}}});
     }
-    events.push_back({{"name", it.prefill_tokens > 0 ? "iteration (prefill)" : "iteration"}, {"cat", "compute"}, {"ph", "X"},
+    events.add({{"name", it.prefill_tokens > 0 ? "iteration (prefill)" : "iteration"}, {"cat", "compute"}, {"ph", "X"},
                       {"pid", it.replica}, {"tid", 0}, {"ts", it.start_s * 1e6}, {"dur", (it.end_s - it.start_s) * 1e6},
                       {"args", {{"decode_sequences", it.decode}, {"prefill_tokens", it.prefill_tokens}}}});
   }
@@ -283,29 +284,26 @@ std::string serving_trace(const ServingRun& run) {
     const double moved = k.prefix_to_host_bytes + k.prefix_from_host_bytes + k.prefix_from_nvme_bytes + k.prefix_to_nvme_bytes;
     if (moved != prefix_moved) {
       prefix_moved = moved;
-      events.push_back({{"name", "prefix tier bytes"}, {"ph", "C"}, {"pid", 0}, {"ts", k.time_s * 1e6},
+      events.add({{"name", "prefix tier bytes"}, {"ph", "C"}, {"pid", 0}, {"ts", k.time_s * 1e6},
                         {"args", {{"to host", k.prefix_to_host_bytes}, {"from host", k.prefix_from_host_bytes},
                                   {"from NVMe", k.prefix_from_nvme_bytes}, {"to NVMe", k.prefix_to_nvme_bytes}}}});
     }
     if (k.host_tier_bytes + k.nvme_tier_bytes != tiers_held) {
       tiers_held = k.host_tier_bytes + k.nvme_tier_bytes;
-      events.push_back({{"name", "tier occupancy bytes"}, {"ph", "C"}, {"pid", 0}, {"ts", k.time_s * 1e6},
+      events.add({{"name", "tier occupancy bytes"}, {"ph", "C"}, {"pid", 0}, {"ts", k.time_s * 1e6},
                         {"args", {{"host", k.host_tier_bytes}, {"NVMe", k.nvme_tier_bytes}}}});
     }
-    events.push_back({{"name", "KV occupancy"}, {"ph", "C"}, {"pid", 0}, {"ts", k.time_s * 1e6}, {"args", {{"fraction", k.utilization}}}});
+    events.add({{"name", "KV occupancy"}, {"ph", "C"}, {"pid", 0}, {"ts", k.time_s * 1e6}, {"args", {{"fraction", k.utilization}}}});
     // A counter holds its value until the next event: one event per change is the whole track.
     if (k.swap_out_bytes != swap_out || k.swap_in_bytes != swap_in) {
       swap_out = k.swap_out_bytes;
       swap_in = k.swap_in_bytes;
-      events.push_back({{"name", "host swap bytes"}, {"ph", "C"}, {"pid", 0}, {"ts", k.time_s * 1e6},
+      events.add({{"name", "host swap bytes"}, {"ph", "C"}, {"pid", 0}, {"ts", k.time_s * 1e6},
                         {"args", {{"out", swap_out}, {"in", swap_in}}}});
     }
-    if (events.size() > 2 * ServingRun::kMaxLoggedIterations) break;
+    if (events.events() > 2 * ServingRun::kMaxLoggedIterations) break;
   }
-  nlohmann::ordered_json doc;
-  doc["traceEvents"] = events;
-  doc["displayTimeUnit"] = "ms";
-  return doc.dump();
+  return std::move(events).finish();
 }
 
 }  // namespace memtwin
