@@ -19,11 +19,11 @@ std::string perfetto_step_trace(const std::vector<StepTraceEvent>& step_events, 
       for (Stream s : {Stream::compute, Stream::comm, Stream::copy, Stream::send_next, Stream::send_prev, Stream::recv_next,
                        Stream::recv_prev, Stream::context}) {
         events.add({{"name", "thread_name"}, {"ph", "M"}, {"pid", e.rank}, {"tid", static_cast<int>(s)},
-                          {"args", {{"name", stream_name(s)}}}});
+                    {"args", {{"name", stream_name(s)}}}});
       }
     }
     events.add({{"name", e.name}, {"cat", stream_name(e.stream)}, {"ph", "X"}, {"pid", e.rank},
-                      {"tid", static_cast<int>(e.stream)}, {"ts", e.start_s * 1e6}, {"dur", (e.end_s - e.start_s) * 1e6}});
+                {"tid", static_cast<int>(e.stream)}, {"ts", e.start_s * 1e6}, {"dur", (e.end_s - e.start_s) * 1e6}});
   }
   for (const auto& [t, bytes] : memory) {
     events.add({{"name", "device memory"}, {"ph", "C"}, {"pid", 0}, {"ts", t * 1e6}, {"args", {{"bytes", bytes}}}});

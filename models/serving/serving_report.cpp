@@ -272,12 +272,12 @@ std::string serving_trace(const ServingRun& run) {
   for (const auto& it : run.iteration_log) {
     if (named.insert(it.replica).second) {
       events.add({{"name", "process_name"}, {"ph", "M"}, {"pid", it.replica},
-                        {"args", {{"name", "replica " + std::to_string(it.replica)}}}});
+                  {"args", {{"name", "replica " + std::to_string(it.replica)}}}});
       events.add({{"name", "thread_name"}, {"ph", "M"}, {"pid", it.replica}, {"tid", 0}, {"args", {{"name", "compute"}}}});
     }
     events.add({{"name", it.prefill_tokens > 0 ? "iteration (prefill)" : "iteration"}, {"cat", "compute"}, {"ph", "X"},
-                      {"pid", it.replica}, {"tid", 0}, {"ts", it.start_s * 1e6}, {"dur", (it.end_s - it.start_s) * 1e6},
-                      {"args", {{"decode_sequences", it.decode}, {"prefill_tokens", it.prefill_tokens}}}});
+                {"pid", it.replica}, {"tid", 0}, {"ts", it.start_s * 1e6}, {"dur", (it.end_s - it.start_s) * 1e6},
+                {"args", {{"decode_sequences", it.decode}, {"prefill_tokens", it.prefill_tokens}}}});
   }
   double swap_out = -1, swap_in = -1, prefix_moved = -1, tiers_held = -1;
   for (const auto& k : run.kv_timeline) {
@@ -285,13 +285,13 @@ std::string serving_trace(const ServingRun& run) {
     if (moved != prefix_moved) {
       prefix_moved = moved;
       events.add({{"name", "prefix tier bytes"}, {"ph", "C"}, {"pid", 0}, {"ts", k.time_s * 1e6},
-                        {"args", {{"to host", k.prefix_to_host_bytes}, {"from host", k.prefix_from_host_bytes},
-                                  {"from NVMe", k.prefix_from_nvme_bytes}, {"to NVMe", k.prefix_to_nvme_bytes}}}});
+                  {"args", {{"to host", k.prefix_to_host_bytes}, {"from host", k.prefix_from_host_bytes},
+                            {"from NVMe", k.prefix_from_nvme_bytes}, {"to NVMe", k.prefix_to_nvme_bytes}}}});
     }
     if (k.host_tier_bytes + k.nvme_tier_bytes != tiers_held) {
       tiers_held = k.host_tier_bytes + k.nvme_tier_bytes;
       events.add({{"name", "tier occupancy bytes"}, {"ph", "C"}, {"pid", 0}, {"ts", k.time_s * 1e6},
-                        {"args", {{"host", k.host_tier_bytes}, {"NVMe", k.nvme_tier_bytes}}}});
+                  {"args", {{"host", k.host_tier_bytes}, {"NVMe", k.nvme_tier_bytes}}}});
     }
     events.add({{"name", "KV occupancy"}, {"ph", "C"}, {"pid", 0}, {"ts", k.time_s * 1e6}, {"args", {{"fraction", k.utilization}}}});
     // A counter holds its value until the next event: one event per change is the whole track.
@@ -299,7 +299,7 @@ std::string serving_trace(const ServingRun& run) {
       swap_out = k.swap_out_bytes;
       swap_in = k.swap_in_bytes;
       events.add({{"name", "host swap bytes"}, {"ph", "C"}, {"pid", 0}, {"ts", k.time_s * 1e6},
-                        {"args", {{"out", swap_out}, {"in", swap_in}}}});
+                  {"args", {{"out", swap_out}, {"in", swap_in}}}});
     }
     if (events.events() > 2 * ServingRun::kMaxLoggedIterations) break;
   }
