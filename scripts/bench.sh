@@ -15,17 +15,17 @@ repeats="${BENCH_REPEATS:-3}"
 # the figures that say what was simulated (the runs' results are identical; the last one's).
 timed() {
   local label="$1" scenario="$2"; shift 2
-  local start end walls=()
+  local stamps=()  # start and end of each run
   for ((i = 0; i < repeats; ++i)); do
-    start=$(date +%s.%N)
+    stamps+=("$(date +%s.%N)")
     "$build/memtwin" run "$root/scenarios/$scenario" --backend sim --json "$@" > /tmp/memtwin-bench.json
-    end=$(date +%s.%N)
-    walls+=("$(python3 -c "print($end - $start)")")
+    stamps+=("$(date +%s.%N)")
   done
-  python3 - "$label" "${walls[@]}" <<'PY'
+  python3 - "$label" "${stamps[@]}" <<'PY'
 import json, statistics, sys
 d = json.load(open("/tmp/memtwin-bench.json"))
-label, walls = sys.argv[1], sorted(float(w) for w in sys.argv[2:])
+label, stamps = sys.argv[1], [float(t) for t in sys.argv[2:]]
+walls = sorted(end - start for start, end in zip(stamps[::2], stamps[1::2]))
 if "time" in d:
     s = d["simulated"]
     detail = (f"simulated {s['simulated_ranks']} of {s['ranks']} ranks ({s['fidelity']}), {s['flows']} flows; "

@@ -63,7 +63,10 @@ long CollectiveMeetings::meet(int rank, std::uint32_t index, const Op& op) {
   const int group_index = group_of_slot_[slot_of_rank_[rank]][meeting.role];
   const int members = members_of_group_[meeting.role][group_index];
   const auto entry = rendezvous_.try_emplace(std::make_tuple(meeting.name, meeting.family, group_index)).first;
-  if (!entry->second) entry->second = std::make_unique<Rendezvous>(Rendezvous{0, 0, 0, nullptr, sg4::Barrier::create(members), {}});
+  if (!entry->second) {
+    entry->second = std::make_unique<Rendezvous>();
+    entry->second->barrier = sg4::Barrier::create(members);
+  }
   Rendezvous& rv = *entry->second;
   // A barrier's last arrival releases the others inside SimGrid: one simcall per member, where a
   // suspension and a resumption by the last would be two.
