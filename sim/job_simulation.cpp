@@ -81,7 +81,7 @@ JobSteps simulate_jobs(const Scenario& deployment, const std::vector<PlacedJob>&
       std::iota(nodes.begin(), nodes.end(), 0);
       std::iota(ranks.begin(), ranks.end(), 0);
       job_actors = actors_for(*job.scenario, *job.plan, nodes);
-      one = estimate_step(*job.plan, ranks, 0, job_actors);
+      one = estimate_step(*job.plan, job.scenario->cluster, ranks, 0, job_actors);
       step_estimates[j] = one;
     } else {
       serving = true;

@@ -7,19 +7,25 @@
 #include <fstream>
 #include <iostream>
 #include <map>
-#include <set>
 #include <string>
 #include <tuple>
 
 #include "models/scenario/scenario_error.h"
 #include "models/unit_parse.h"
+#include "sim/collectives.h"
 
 namespace memtwin::sim {
 namespace {
 
-// Per-unit costs on the reference machine (2-core Xeon, Debian 12, SimGrid 3.32), fitted to the
-// runs in docs/reliability.md; an estimate, stated as one.
-constexpr double kStepSecondsPerUnit = 4.0e-6;
+// Per-unit costs on the reference machine (2-core AMD EPYC, Debian 12, SimGrid 3.32), fitted to
+// the runs in docs/reliability.md; an estimate, stated as one. A training step costs per op
+// execution (and per member of a collective laid out) and per flow its collectives start, and
+// each costs more the more ranks are simulated: every rank's actors switch in turn, and past about
+// a thousand ranks their stacks and state no longer stay in the caches (the 4,096-rank step runs
+// the same instructions per op at half the rate of the 512-rank one).
+constexpr double kStepSecondsPerUnit = 4.2e-7;
+constexpr double kStepSecondsPerFlow = 1.3e-6;
+constexpr double kRanksDoublingStepCost = 1100;  // simulated ranks at which each unit costs twice
 constexpr double kStepBytesPerUnit = 10;
 // A traced op: its event (about 80 bytes) and, with --out, its line of trace.json (about 140),
 // which is written event by event (models/plan/trace_document.h). Fitted on a 3,200-layer quick
@@ -67,24 +73,38 @@ std::string duration_text(double seconds) {
 
 }  // namespace
 
-WorkEstimate estimate_step(const Plan& plan, const std::vector<int>& simulated_ranks, int trace_ranks, long actors) {
+WorkEstimate estimate_step(const Plan& plan, const Cluster& cluster, const std::vector<int>& simulated_ranks, int trace_ranks,
+                           long actors) {
   // Every simulated rank executes each op of its program; a collective's flows are laid out once
   // per kind, role and size (one flow per member of its group) and reused, so each distinct one
   // costs its group's size or, when several groups lie among the simulated ranks, their members
-  // together. Memory is the plan itself and the trace events of the traced ranks.
+  // together; and each simulated member starts its share of the collective's flows
+  // (sim/collectives.h decides them; the role's first group stands for all of its groups). Memory
+  // is the plan itself and the trace events of the traced ranks.
   std::map<int, double> ranks_of_program;
   for (int r : simulated_ranks) ranks_of_program[plan.program_of_rank[r]] += 1;
-  std::map<std::string, double> group_size;
-  for (const auto& [role, groups] : plan.groups) group_size[role] = groups.empty() ? 1 : groups.front().size();
-  std::set<std::tuple<Collective, std::string, double>> laid_out;
-  double units = 0, executed = 0, plan_ops = 0, traced = 0;
+  std::vector<int> node_of_gpu(static_cast<std::size_t>(plan.ranks()));
+  for (int r = 0; r < plan.ranks(); ++r) node_of_gpu[static_cast<std::size_t>(r)] = r / cluster.gpus_per_node;
+  std::map<std::tuple<Collective, std::string, double>, double> flows_per_member;  // by distinct collective
+  double units = 0, flows = 0, executed = 0, plan_ops = 0, traced = 0;
   for (const Program& program : plan.programs) plan_ops += static_cast<double>(program.ops.size());
   for (const auto& [program, ranks] : ranks_of_program) {
     for (const Op& op : plan.programs[program].ops) {
       units += ranks;
       executed += ranks;
-      if (op.kind == OpKind::collective && laid_out.insert({op.collective, op.role, op.bytes_total}).second)
-        units += std::max(group_size[op.role], ranks);
+      if (op.kind != OpKind::collective) continue;
+      const auto groups = plan.groups.find(op.role);
+      if (groups == plan.groups.end() || groups->second.empty()) continue;
+      const std::vector<int>& group = groups->second.front();
+      auto [distinct, first_seen] = flows_per_member.try_emplace({op.collective, op.role, op.bytes_total}, 0.0);
+      if (first_seen) {
+        units += std::max(static_cast<double>(group.size()), ranks);
+        if (group.size() >= 2) {
+          distinct->second = static_cast<double>(plan_collective(op.collective, group, op.bytes_total, node_of_gpu, cluster).flows.size()) /
+                             static_cast<double>(group.size());
+        }
+      }
+      flows += ranks * distinct->second;
     }
   }
   for (int r : simulated_ranks) {
@@ -94,12 +114,13 @@ WorkEstimate estimate_step(const Plan& plan, const std::vector<int>& simulated_r
   }
   WorkEstimate e;
   e.units = units;
-  e.seconds = units * kStepSecondsPerUnit;
+  e.seconds = (units * kStepSecondsPerUnit + flows * kStepSecondsPerFlow) *
+              (1 + static_cast<double>(simulated_ranks.size()) / kRanksDoublingStepCost);
   e.bytes = kBaseBytes + plan_ops * kPlanBytesPerOp + traced * kTraceBytesPerEvent + units * kStepBytesPerUnit +
             static_cast<double>(plan.program_of_rank.size()) * kStepBytesPerRank;
   e.actors = static_cast<double>(actors);
   e.what = "a training step of " + std::to_string(simulated_ranks.size()) + " simulated ranks executing " +
-           scientific(executed) + " ops";
+           scientific(executed) + " ops and starting " + scientific(flows) + " flows";
   return e;
 }
 

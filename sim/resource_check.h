@@ -15,16 +15,17 @@
 namespace memtwin::sim {
 
 struct WorkEstimate {
-  double units = 0;    ///< op executions plus collective flows; decode steps plus requests
+  double units = 0;    ///< op executions plus collective members laid out; decode steps plus requests
   double seconds = 0;  ///< on the reference machine
   double bytes = 0;    ///< peak resident memory of the simulator
   double actors = 0;   ///< SimGrid actors, each with a stack mapped whole (committed as used)
   std::string what;    ///< "a training step of 8 ranks, 1.2e6 ops", for messages
 };
 
-/// A training step whose `simulated_ranks` run their programs of `plan` on `actors` actors, the
-/// first `trace_ranks` of them recording trace events.
-WorkEstimate estimate_step(const Plan& plan, const std::vector<int>& simulated_ranks, int trace_ranks, long actors);
+/// A training step on `cluster` whose `simulated_ranks` run their programs of `plan` on `actors`
+/// actors, the first `trace_ranks` of them recording trace events.
+WorkEstimate estimate_step(const Plan& plan, const Cluster& cluster, const std::vector<int>& simulated_ranks, int trace_ranks,
+                           long actors);
 
 /// A serving run of these requests.
 WorkEstimate estimate_serving(const std::vector<Request>& requests);

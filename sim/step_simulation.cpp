@@ -356,7 +356,7 @@ StepSimulation simulate_step(const Scenario& scenario, const Plan& plan, int tra
   std::vector<int> ranks;
   for (int node : nodes)
     for (int g = 0; g < scenario.cluster.gpus_per_node; ++g) ranks.push_back(node * scenario.cluster.gpus_per_node + g);
-  refuse_beyond_machine(scenario, estimate_step(plan, ranks, trace_ranks, actors));
+  refuse_beyond_machine(scenario, estimate_step(plan, scenario.cluster, ranks, trace_ranks, actors));
   auto engine = make_engine(2 * actors + spare <= maps);
   Simulation sim(scenario, plan, trace_ranks, nodes, build_platform(Simulation::reduced(scenario.cluster, nodes.size())));
   sim.report_progress_to(progress);

@@ -264,7 +264,7 @@ TEST_CASE("a serving job beside a training job: both slower together where they 
 
   // The training steps beside a serving job are estimated once the serving job's run alone shows
   // how long it serves, and refused past the time limit before they run.
-  const auto slow = run_memtwin({"run", source_path(beside), "--set", "simulation.time_limit=500ms"});
+  const auto slow = run_memtwin({"run", source_path(beside), "--set", "simulation.time_limit=100ms"});
   CHECK(slow.exit_code == 2);
   CHECK_THAT(slow.err, Catch::Contains("the training jobs' steps while the serving jobs run") &&
                            Catch::Contains("steps of llama3-8b-fsdp-2x4xh100"));

@@ -204,6 +204,40 @@ training: {micro_batch: 1, seq_len: 2048, global_batch: 64, sharding: {strategy:
   fast_matches_full(file, 64, 16);
 }
 
+TEST_CASE("the resource pre-check counts the ops and the flows the simulation then runs", "[unit]") {
+  // The estimate's work (sim/resource_check.cpp) is what it is refused or announced by: its op
+  // executions and flows, counted from the plan before the simulation starts, are those the
+  // simulation reports, by member and launched, folded at fast fidelity, across pipeline stages.
+  const std::string by_member = write_scenario("estimate-by-member", R"(
+name: sim-estimate-by-member
+cluster: {nodes: 8, gpus_per_node: 8, gpu: h100-sxm}
+model: llama-2-7b
+training: {micro_batch: 1, seq_len: 2048, global_batch: 64, sharding: {strategy: fsdp, mode: full_shard}}
+)");
+  const std::string pipeline = write_scenario("estimate-pipeline", R"(
+name: sim-estimate-pipeline
+cluster: {nodes: 6, gpus_per_node: 4, gpu: h100-sxm}
+model: llama-2-7b
+training: {micro_batch: 1, seq_len: 2048, global_batch: 24, parallelism: {tensor: 4, pipeline: 2}}
+)");
+  auto two_digits = [](double x) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.2g", x);
+    return std::string(text);
+  };
+  for (const auto& [file, fidelity] : {std::pair{by_member, "full"}, std::pair{by_member, "fast"}, std::pair{pipeline, "full"},
+                                       std::pair{pipeline, "fast"}}) {
+    INFO(file << " at " << fidelity << " fidelity");
+    const std::string set_fidelity = std::string("simulation.fidelity=") + fidelity;
+    const auto ran = sim_run(file, {set_fidelity});
+    const auto refused = run_memtwin({"run", file, "--backend", "sim", "--set", set_fidelity, "--set", "simulation.time_limit=1us"});
+    CHECK(refused.exit_code == 2);
+    CHECK_THAT(refused.err, Catch::Contains("executing " + two_digits(ran["simulated"]["activities"].get<double>()) +
+                                            " ops and starting " + two_digits(ran["simulated"]["flows"].get<double>()) +
+                                            " flows"));
+  }
+}
+
 TEST_CASE("fast fidelity keeps two nodes of each pipeline stage and predicts the full cluster's step", "[unit]") {
   // Tensor 4 inside a node, 2 stages of 3 nodes each: fast simulates nodes 0-1 and 3-4.
   const std::string file = write_scenario("fast-pipeline", R"(
