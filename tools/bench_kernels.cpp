@@ -3,7 +3,8 @@
 // copy on the GPU), for contexts 1K-128K and batches 1-64, Llama-3-8B attention shape
 // (32 query heads, 8 KV heads, head_dim 128). Warm-up, then timed repeats (nccl-tests style).
 // Then decode attention on one thread at 8K context, every format KIVI's included, against the
-// fractions of copy bandwidth the project targets.
+// fractions of copy bandwidth the project targets, and against the fraction the multiply-adds
+// alone allow on this core (its fp32 multiply-add rate measured in the same run).
 //   memtwin_kernels_bench [--device cpu|cuda] [--quick]
 #include <algorithm>
 #include <chrono>
@@ -17,6 +18,9 @@
 
 #include "kernels/kivi_paged.h"
 #include "kernels/kv_kernels.h"
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#endif
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -133,14 +137,60 @@ double kivi_seconds(int bits, int context, double& kv_bytes) {
   return seconds_per_run([&] { kivi_decode_attention(args); }, 2, 10);
 }
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+// fp32 multiply-adds per second on one thread, with the vectors the kernels use: twelve independent
+// chains of FMAs (more than the FMA's latency times its throughput), kept in registers by an empty
+// asm that the compiler cannot see through. The best of three runs of 20 M rounds.
+#define MEMTWIN_FMA_RATE(V, FMA, SET1, LANES)                                                                     \
+  const V x = SET1(0.999999f), y = SET1(1e-7f);                                                                  \
+  const long rounds = 20'000'000;                                                                                \
+  double best = 0;                                                                                               \
+  for (int repeat = 0; repeat < 3; ++repeat) {                                                                   \
+    V a0 = x, a1 = y, a2 = x, a3 = y, a4 = x, a5 = y, a6 = x, a7 = y, a8 = x, a9 = y, a10 = x, a11 = y;          \
+    const auto start = Clock::now();                                                                             \
+    for (long k = 0; k < rounds; ++k) {                                                                          \
+      a0 = FMA(a0, x, y), a1 = FMA(a1, x, y), a2 = FMA(a2, x, y), a3 = FMA(a3, x, y), a4 = FMA(a4, x, y);         \
+      a5 = FMA(a5, x, y), a6 = FMA(a6, x, y), a7 = FMA(a7, x, y), a8 = FMA(a8, x, y), a9 = FMA(a9, x, y);         \
+      a10 = FMA(a10, x, y), a11 = FMA(a11, x, y);                                                                \
+      __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5));                         \
+      __asm__ volatile("" : "+v"(a6), "+v"(a7), "+v"(a8), "+v"(a9), "+v"(a10), "+v"(a11));                       \
+    }                                                                                                            \
+    best = std::max(best, 12.0 * rounds * (LANES) / std::chrono::duration<double>(Clock::now() - start).count()); \
+  }                                                                                                              \
+  return best;
+__attribute__((target("avx512f"))) double fma512_rate() { MEMTWIN_FMA_RATE(__m512, _mm512_fmadd_ps, _mm512_set1_ps, 16) }
+__attribute__((target("avx2,fma"))) double fma256_rate() { MEMTWIN_FMA_RATE(__m256, _mm256_fmadd_ps, _mm256_set1_ps, 8) }
+#undef MEMTWIN_FMA_RATE
+#endif
+
+// The multiply-adds per second of the kernels' level on this CPU; 0 where not measured (portable).
+double cpu_multiply_adds_per_second(SimdLevel level) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  if (level == SimdLevel::avx512) return fma512_rate();
+  if (level == SimdLevel::avx2) return fma256_rate();
+#endif
+  (void)level;
+  return 0;
+}
+
 // One thread, 8K context, batch 1: each format's bytes read per second as a fraction of the copy
-// bandwidth, against the targets (fp16 60%, int8 50%, int4 40%, KIVI-4 30%).
+// bandwidth, against the targets (fp16 60%, int8 50%, int4 40%, KIVI-4 30%), and the fraction its
+// multiply-adds alone allow: decode attention does 2 x (query heads per KV head) x head_dim of them
+// per token and KV head (the scores and the weighted values) whatever the format, so at the
+// core's rate a format of b bytes per token and KV head reaches at most b / (that time) / copy.
 void bench_cpu_single_thread(double copy) {
 #ifdef _OPENMP
   const int threads = omp_get_max_threads();
   omp_set_num_threads(1);
 #endif
   const int context = 8192;
+  const double multiply_adds = 2.0 * (kQHeads / kKvHeads) * kHeadDim * context * kKvHeads;
+  const double rate = cpu_multiply_adds_per_second(cpu_simd_level());
+  if (rate > 0) {
+    std::printf("cpu fp32 multiply-add rate, one thread (%s FMAs): %.1f G/s; decode attention's %.0f M multiply-adds at "
+                "context %d take at least %.0f us\n",
+                simd_level_name(cpu_simd_level()), rate / 1e9, multiply_adds / 1e6, context, multiply_adds / rate * 1e6);
+  }
   std::printf("cpu decode attention, one thread, context %d, batch 1 (of %.1f GB/s copy; %s kernels):\n", context, copy / 1e9,
               simd_level_name(cpu_simd_level()));
   struct Row {
@@ -163,6 +213,7 @@ void bench_cpu_single_thread(double copy) {
     const double fraction = r.bytes / r.seconds / copy;
     std::printf("  %-6s %9.1f us %7.1f GB/s %5.0f%% of copy", r.name, r.seconds * 1e6, r.bytes / r.seconds / 1e9, 100 * fraction);
     if (r.target > 0) std::printf("  (target %.0f%%: %s)", 100 * r.target, fraction >= r.target ? "met" : "not met");
+    if (rate > 0) std::printf("  multiply-adds allow %.0f%%", 100 * r.bytes / (multiply_adds / rate) / copy);
     std::printf("\n");
   }
 #ifdef _OPENMP
