@@ -21,8 +21,8 @@ namespace {
 // the runs in docs/reliability.md; an estimate, stated as one. A training step costs per op
 // execution (and per member of a collective laid out) and per flow its collectives start, and
 // each costs more the more ranks are simulated: every rank's actors switch in turn, and past about
-// a thousand ranks their stacks and state no longer stay in the caches (the 4,096-rank step runs
-// the same instructions per op at half the rate of the 512-rank one).
+// a thousand ranks their stacks and state no longer stay in the caches (the 1,024-rank step runs
+// the same instructions per op as the 512-rank one at two thirds of the rate).
 constexpr double kStepSecondsPerUnit = 4.2e-7;
 constexpr double kStepSecondsPerFlow = 1.3e-6;
 constexpr double kRanksDoublingStepCost = 1100;  // simulated ranks at which each unit costs twice
