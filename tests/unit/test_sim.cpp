@@ -191,16 +191,26 @@ training: {micro_batch: 1, seq_len: 2048, global_batch: 48, sharding: {strategy:
   fast_matches_full(file, 24, 8);
 }
 
+// FSDP over 8 nodes of 8 GPUs: at full fidelity each collective's rail-aligned ring is 128 flows.
+const std::string kFsdpEightNodes = R"(
+name: sim-fsdp-eight-nodes
+cluster: {nodes: 8, gpus_per_node: 8, gpu: h100-sxm}
+model: llama-2-7b
+training: {micro_batch: 1, seq_len: 2048, global_batch: 64, sharding: {strategy: fsdp, mode: full_shard}}
+)";
+// Tensor 4 inside a node, 2 pipeline stages of 3 nodes each.
+const std::string kTwoStages = R"(
+name: sim-two-stages
+cluster: {nodes: 6, gpus_per_node: 4, gpu: h100-sxm}
+model: llama-2-7b
+training: {micro_batch: 1, seq_len: 2048, global_batch: 24, parallelism: {tensor: 4, pipeline: 2}}
+)";
+
 TEST_CASE("a collective whose members move their own flows takes the time of one its last member launches", "[unit]") {
   // FSDP over 8 nodes of 8: at full fidelity each collective's rail-aligned ring is 128 flows,
   // which the members move themselves (sim/collectives.h, MemberFlows); fast fidelity simulates 2
   // nodes, whose 32 flows per collective the last member to arrive launches. The steps agree.
-  const std::string file = write_scenario("by-member", R"(
-name: sim-by-member
-cluster: {nodes: 8, gpus_per_node: 8, gpu: h100-sxm}
-model: llama-2-7b
-training: {micro_batch: 1, seq_len: 2048, global_batch: 64, sharding: {strategy: fsdp, mode: full_shard}}
-)");
+  const std::string file = write_scenario("by-member", kFsdpEightNodes);
   fast_matches_full(file, 64, 16);
 }
 
@@ -208,18 +218,8 @@ TEST_CASE("the resource pre-check counts the ops and the flows the simulation th
   // The estimate's work (sim/resource_check.cpp) is what it is refused or announced by: its op
   // executions and flows, counted from the plan before the simulation starts, are those the
   // simulation reports, by member and launched, folded at fast fidelity, across pipeline stages.
-  const std::string by_member = write_scenario("estimate-by-member", R"(
-name: sim-estimate-by-member
-cluster: {nodes: 8, gpus_per_node: 8, gpu: h100-sxm}
-model: llama-2-7b
-training: {micro_batch: 1, seq_len: 2048, global_batch: 64, sharding: {strategy: fsdp, mode: full_shard}}
-)");
-  const std::string pipeline = write_scenario("estimate-pipeline", R"(
-name: sim-estimate-pipeline
-cluster: {nodes: 6, gpus_per_node: 4, gpu: h100-sxm}
-model: llama-2-7b
-training: {micro_batch: 1, seq_len: 2048, global_batch: 24, parallelism: {tensor: 4, pipeline: 2}}
-)");
+  const std::string by_member = write_scenario("estimate-by-member", kFsdpEightNodes);
+  const std::string pipeline = write_scenario("estimate-pipeline", kTwoStages);
   auto two_digits = [](double x) {
     char text[32];
     std::snprintf(text, sizeof text, "%.2g", x);
@@ -240,12 +240,7 @@ training: {micro_batch: 1, seq_len: 2048, global_batch: 24, parallelism: {tensor
 
 TEST_CASE("fast fidelity keeps two nodes of each pipeline stage and predicts the full cluster's step", "[unit]") {
   // Tensor 4 inside a node, 2 stages of 3 nodes each: fast simulates nodes 0-1 and 3-4.
-  const std::string file = write_scenario("fast-pipeline", R"(
-name: sim-fast-pipeline
-cluster: {nodes: 6, gpus_per_node: 4, gpu: h100-sxm}
-model: llama-2-7b
-training: {micro_batch: 1, seq_len: 2048, global_batch: 24, parallelism: {tensor: 4, pipeline: 2}}
-)");
+  const std::string file = write_scenario("fast-pipeline", kTwoStages);
   fast_matches_full(file, 24, 16);
 }
 
