@@ -7,12 +7,14 @@
 // alone allow on this core (its fp32 multiply-add rate measured in the same run).
 //   memtwin_kernels_bench [--device cpu|cuda] [--quick]
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -221,10 +223,40 @@ void bench_cpu_single_thread(double copy) {
 #endif
 }
 
+// Decode attention (int8, 8K context, batch 1) on every thread OpenMP gives, per-call times while
+// another thread of this process keeps a core busy, as other work on a shared machine would: with
+// a team waiting at every call's end for a thread that lost its core, one call in several took a
+// scheduler slice (kernels/cpu/thread_policy.h). Printed beside the same calls on an idle machine.
+void bench_cpu_under_load() {
+#ifdef _OPENMP
+  if (omp_get_max_threads() < 2) return;
+  Workload w = make_workload(KvElement::int8, 8192, 1);
+  auto a = w.args();
+  auto per_call = [&](const char* label) {
+    std::vector<double> us;
+    for (int i = 0; i < 200; ++i) us.push_back(seconds_per_run([&] { decode_attention(a); }, 0, 1) * 1e6);
+    std::sort(us.begin(), us.end());
+    std::printf("  %-34s median %7.0f us, p90 %7.0f us, slowest %7.0f us\n", label, us[us.size() / 2], us[us.size() * 9 / 10],
+                us.back());
+  };
+  std::printf("cpu decode attention per call, int8, context 8192, batch 1, %d threads (200 calls):\n", omp_get_max_threads());
+  per_call("idle machine");
+  std::atomic<bool> stop{false};
+  std::thread busy([&] {
+    volatile unsigned long spin = 0;
+    while (!stop.load(std::memory_order_relaxed)) spin = spin + 1;
+  });
+  per_call("another thread keeping a core busy");
+  stop = true;
+  busy.join();
+#endif
+}
+
 void bench_cpu(bool quick) {
   const double copy = cpu_copy_bandwidth();
   std::printf("cpu copy bandwidth (memcpy 256 MiB, read+write): %.1f GB/s\n", copy / 1e9);
   bench_cpu_single_thread(copy);
+  bench_cpu_under_load();
   std::printf("%-6s %-5s %8s %6s %12s %10s %8s %10s\n", "device", "kv", "context", "batch", "time_us", "GB/s", "of_copy",
               "vs_fp16");
   for (int context : quick ? std::vector<int>{1024, 8192} : std::vector<int>{1024, 8192, 32768, 131072}) {

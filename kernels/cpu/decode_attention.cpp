@@ -10,6 +10,7 @@
 #include "kernels/cpu/decode_attention_simd.h"
 #include "kernels/cpu/dequantize_fast.h"
 #include "kernels/cpu/head_ranges.h"
+#include "kernels/cpu/thread_policy.h"
 #include "kernels/kv_kernels.h"
 
 namespace memtwin::kernels {
@@ -153,7 +154,12 @@ void decode_attention(const DecodeAttentionArgs& a, SimdLevel highest) {
   const int pairs = a.num_seqs * a.shape.kv_heads;
   long tokens = 0;
   for (int seq = 0; seq < a.num_seqs; ++seq) tokens += a.context_lens[seq];
-  const bool parallel = worth_threads(tokens, a.shape.kv_heads);
+  // A policy per kernel level (their costs differ tenfold); work in multiply-adds, tokens x query
+  // heads x head_dim, so that calls of different shapes compare.
+  static ThreadPolicy policies[3];
+  const ThreadChoice threads(policies[static_cast<int>(level)], worth_threads(tokens, a.shape.kv_heads),
+                             static_cast<double>(tokens) * a.q_heads * a.shape.format.head_dim);
+  const bool parallel = threads.team();
   if (level == SimdLevel::portable) {
 #pragma omp parallel for schedule(static) if (parallel)
     for (int pair = 0; pair < pairs; ++pair) attend_pair(a, pair / a.shape.kv_heads, pair % a.shape.kv_heads, halves);

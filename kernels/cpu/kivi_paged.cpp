@@ -9,6 +9,7 @@
 #include "kernels/cpu/decode_attention_simd.h"
 #include "kernels/cpu/dequantize_fast.h"
 #include "kernels/cpu/head_ranges.h"
+#include "kernels/cpu/thread_policy.h"
 #include "kernels/cpu/kivi_sequence_range.h"
 #include "kernels/kivi.h"
 #include "kernels/kv_kernels.h"
@@ -298,12 +299,20 @@ void kivi_decode_attention(const KiviDecodeArgs& a, SimdLevel highest) {
   const float* halves = half_to_float_table();
   const SimdLevel level = std::min(highest, cpu_simd_level());
   const bool avx512 = level >= SimdLevel::avx512 && simd::kivi_avx512_takes(a);
-  if (!avx512 && !(level >= SimdLevel::avx2 && simd::kivi_avx2_takes(a))) {
-#pragma omp parallel for schedule(dynamic) if (a.num_seqs > 1 && worth_threads(tokens, a.shape.kv_heads))
+  const bool vectorised = avx512 || (level >= SimdLevel::avx2 && simd::kivi_avx2_takes(a));
+  // A policy per kernel (portable, AVX2, AVX-512: their costs differ severalfold), work in
+  // multiply-adds as for the paged kernel. The portable kernel splits sequences only; the
+  // vectorised ones split a sequence's KV heads too.
+  static ThreadPolicy policies[3];
+  const int kernel = avx512 ? 2 : vectorised ? 1 : 0;
+  const ThreadChoice threads(policies[kernel], (vectorised || a.num_seqs > 1) && worth_threads(tokens, a.shape.kv_heads),
+                             static_cast<double>(tokens) * a.q_heads * a.shape.head_dim);
+  const bool parallel = threads.team();
+  if (!vectorised) {
+#pragma omp parallel for schedule(dynamic) if (parallel)
     for (int seq = 0; seq < a.num_seqs; ++seq) attend_kivi(a, seq, halves);
     return;
   }
-  const bool parallel = worth_threads(tokens, a.shape.kv_heads);
   const HeadRanges split(a.num_seqs, a.shape.kv_heads, parallel);
 #pragma omp parallel for schedule(dynamic) if (parallel)
   for (int unit = 0; unit < split.units(); ++unit) {

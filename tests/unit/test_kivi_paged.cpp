@@ -9,6 +9,10 @@
 #include <random>
 #include <utility>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #include "kernels/kivi.h"
 #include "kernels/kivi_paged.h"
 #include "kernels/kv_kernels.h"
@@ -209,4 +213,14 @@ TEST_CASE("paged KIVI decode attention of one long sequence, its KV heads split 
   INFO("max difference " << err << " of " << norm);
   CHECK(norm > 0);
   CHECK(err <= 1e-4 * norm);
+#ifdef _OPENMP
+  // On one thread the vectorised kernel attends all the KV heads itself, with the same arithmetic
+  // per head: the same bits (kernels/cpu/thread_policy.h runs a call either way).
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  std::vector<float> one(query.size());
+  kivi_decode_attention(make_kivi_decode_args(query.data(), cache.data(), table.data(), &len, one.data(), 1, q_heads, blocks, s));
+  omp_set_num_threads(threads);
+  CHECK(std::memcmp(one.data(), split.data(), one.size() * sizeof(float)) == 0);
+#endif
 }
