@@ -57,9 +57,10 @@ class ThreadPolicy {
     double& cost = cost_[choice.team ? kTeam : kAlone];
     const double measured = seconds / work;
     // The mode in use moves a quarter of the way to each call's cost: a team that stalls one call
-    // in several costs more than one thread alone on average, while one slow call does not flip
-    // the choice. A probe of the other mode moves it half way, so that a load that has gone (or
-    // come) shows within a few probes.
+    // in several soon costs more than one thread alone, while a call a little slower than usual
+    // does not flip the choice (one stalled for a whole slice does, until the next probe). A probe
+    // of the other mode moves it half way, so that a load that has gone (or come) shows within a
+    // few probes.
     const double weight = choice.probe ? 0.5 : 0.25;
     cost = cost == 0 ? measured : (1 - weight) * cost + weight * measured;
   }
