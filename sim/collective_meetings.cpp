@@ -12,8 +12,7 @@ namespace sg4 = simgrid::s4u;
 CollectiveMeetings::CollectiveMeetings(const Cluster& cluster, const Plan& plan, const std::vector<int>& slot_of_rank,
                                        const std::vector<int>& rank_of_slot, const Platform& platform, StandIns stand_ins)
     : cluster_(cluster), plan_(plan), slot_of_rank_(slot_of_rank), rank_of_slot_(rank_of_slot), platform_(platform),
-      stand_ins_(stand_ins), full_node_of_gpu_(static_cast<std::size_t>(plan.ranks())) {
-  for (int r = 0; r < plan.ranks(); ++r) full_node_of_gpu_[static_cast<std::size_t>(r)] = r / cluster.gpus_per_node;
+      stand_ins_(stand_ins), full_node_of_gpu_(node_of_each_rank(plan.ranks(), cluster)) {
   std::map<std::string, int> role_id, tag_id;
   for (const auto& [role, groups] : plan_.groups) {
     role_id.emplace(role, static_cast<int>(groups_of_role_.size()));

@@ -118,6 +118,12 @@ void fit_to_model(CollectivePlan& out, const CollectiveCost& cost, int calls, co
 
 }  // namespace
 
+std::vector<int> node_of_each_rank(int ranks, const Cluster& cluster) {
+  std::vector<int> node(static_cast<std::size_t>(std::max(ranks, 0)));
+  for (int r = 0; r < ranks; ++r) node[static_cast<std::size_t>(r)] = r / cluster.gpus_per_node;
+  return node;
+}
+
 CollectivePlan plan_collective(Collective kind, const std::vector<int>& ranks, double bytes_total,
                                const std::vector<int>& node_of_gpu, const Cluster& cluster, int calls) {
   CollectivePlan out;

@@ -29,6 +29,10 @@ struct CollectivePlan {
   double bytes_per_rank = 0;  ///< what each rank sends (for communication.bytes_per_gpu)
 };
 
+/// The node of each of a cluster's `ranks` global ranks (ranks fill nodes in order, gpus_per_node
+/// each): what plan_collective takes as `node_of_gpu` for the whole cluster.
+std::vector<int> node_of_each_rank(int ranks, const Cluster& cluster);
+
 /// The flows of `calls` identical collectives over `ranks` (in ring order), each moving a buffer of
 /// `bytes_total`: the model prices one call, the flows carry all of them back to back.
 CollectivePlan plan_collective(Collective kind, const std::vector<int>& ranks, double bytes_total,

@@ -83,8 +83,7 @@ WorkEstimate estimate_step(const Plan& plan, const Cluster& cluster, const std::
   // is the plan itself and the trace events of the traced ranks.
   std::map<int, double> ranks_of_program;
   for (int r : simulated_ranks) ranks_of_program[plan.program_of_rank[r]] += 1;
-  std::vector<int> node_of_gpu(static_cast<std::size_t>(plan.ranks()));
-  for (int r = 0; r < plan.ranks(); ++r) node_of_gpu[static_cast<std::size_t>(r)] = r / cluster.gpus_per_node;
+  const std::vector<int> node_of_gpu = node_of_each_rank(plan.ranks(), cluster);
   std::map<std::tuple<Collective, std::string, double>, double> flows_per_member;  // by distinct collective
   double units = 0, flows = 0, executed = 0, plan_ops = 0, traced = 0;
   for (const Program& program : plan.programs) plan_ops += static_cast<double>(program.ops.size());

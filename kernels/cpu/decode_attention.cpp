@@ -157,6 +157,7 @@ void decode_attention(const DecodeAttentionArgs& a, SimdLevel highest) {
   // A policy per kernel level (their costs differ tenfold); work in multiply-adds, tokens x query
   // heads x head_dim, so that calls of different shapes compare.
   static ThreadPolicy policies[3];
+  static_assert(static_cast<int>(SimdLevel::avx512) == 2, "a policy per SimdLevel");
   const ThreadChoice threads(policies[static_cast<int>(level)], worth_threads(tokens, a.shape.kv_heads),
                              static_cast<double>(tokens) * a.q_heads * a.shape.format.head_dim);
   const bool parallel = threads.team();
