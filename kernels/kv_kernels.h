@@ -81,6 +81,21 @@ void decode_attention(const DecodeAttentionArgs& a, bool allow_simd = true);
 /// Whether the CPU has at least AVX2 (and the build its kernels).
 bool decode_attention_simd_available();
 
+/// The query as decode attention at SimdLevel::avx512_vnni scores 8- and 4-bit keys, with integer
+/// dot products (VNNI's unsigned-by-signed byte products), as llama.cpp's CPU backend dots its
+/// quantised blocks against activations rounded to bytes: each run of `group` elements of
+/// q[elements] (group divides elements) becomes two signed bytes per element with one scale,
+/// max |q| / 127, q_i ~ scale x (high_i + low_i / 256): high rounds q_i / scale to nearest (ties to
+/// even), low rounds the remainder in 256ths (clamped to +-127), so every element is within
+/// scale / 256 of q_i (a 16-bit fixed-point query; one byte alone would leave half a step, which
+/// on keys with outlier channels moves scores by tenths). A zero run gets scale 0 and codes 0.
+void round_query_to_bytes(const float* q, int elements, int group, std::int8_t* high, std::int8_t* low, float* scales);
+/// Whether decode_attention(a, highest) scores this call's keys against that rounded query (per
+/// query head, in the cache's groups) instead of the query itself: int8 and int4 caches whose
+/// groups are a multiple of 32 up to 128, on CPUs with AVX-512 VNNI, when the AVX-512 kernel takes
+/// the shape. The values are weighted in floating point either way.
+bool scores_against_rounded_query(const DecodeAttentionArgs& a, SimdLevel highest);
+
 /// Naive float reference: contiguous K and V [num_seqs][max_context][kv_heads][head_dim].
 void reference_decode_attention(const float* query, const float* k, const float* v, const std::int32_t* context_lens,
                                 int num_seqs, int max_context, int q_heads, int kv_heads, int head_dim, float scale,

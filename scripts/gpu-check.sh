@@ -16,9 +16,9 @@ if ! runnable "$bin/memtwin_gpu_tests" || ! runnable "$bin/memtwin_kernels_bench
   bin=/tmp/memtwin-gpu
   mkdir -p "$bin"
   sources="$root/kernels/cpu/half.cpp $root/kernels/cpu/quantize.cpp $root/kernels/cpu/decode_attention.cpp"
-  # The *_avx2.cpp and *_avx512.cpp files without -mavx2 / -mavx512f compile to their "not available"
+  # The *_avx2.cpp, *_avx512.cpp and *_vnni.cpp files without -mavx2 / -mavx512f compile to their "not available"
   # stubs: the portable kernels run.
-  sources="$sources $root/kernels/cpu/decode_attention_avx2.cpp $root/kernels/cpu/decode_attention_avx512.cpp"
+  sources="$sources $root/kernels/cpu/decode_attention_avx2.cpp $root/kernels/cpu/decode_attention_avx512.cpp $root/kernels/cpu/decode_attention_vnni.cpp"
   sources="$sources $root/kernels/cpu/quantize_avx2.cpp $root/kernels/cpu/kivi.cpp $root/kernels/cpu/kivi_paged.cpp"
   sources="$sources $root/kernels/cpu/kivi_decode_avx2.cpp $root/kernels/cpu/kivi_decode_avx512.cpp $root/kernels/cpu/eviction.cpp"
   sources="$sources $root/kernels/cuda/decode_attention.cu $root/kernels/cuda/write_paged.cu"

@@ -168,7 +168,7 @@ __attribute__((target("avx2,fma"))) double fma256_rate() { MEMTWIN_FMA_RATE(__m2
 // The multiply-adds per second of the kernels' level on this CPU; 0 where not measured (portable).
 double cpu_multiply_adds_per_second(SimdLevel level) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  if (level == SimdLevel::avx512) return fma512_rate();
+  if (level >= SimdLevel::avx512) return fma512_rate();
   if (level == SimdLevel::avx2) return fma256_rate();
 #endif
   (void)level;
@@ -177,9 +177,10 @@ double cpu_multiply_adds_per_second(SimdLevel level) {
 
 // One thread, 8K context, batch 1: each format's bytes read per second as a fraction of the copy
 // bandwidth, against the targets (fp16 60%, int8 50%, int4 40%, KIVI-4 30%), and the fraction its
-// multiply-adds alone allow: decode attention does 2 x (query heads per KV head) x head_dim of them
-// per token and KV head (the scores and the weighted values) whatever the format, so at the
-// core's rate a format of b bytes per token and KV head reaches at most b / (that time) / copy.
+// fp32 multiply-adds alone allow: decode attention does 2 x (query heads per KV head) x head_dim of
+// them per token and KV head (the scores and the weighted values) whatever the format, so at the
+// core's rate a format of b bytes per token and KV head reaches at most b / (that time) / copy;
+// half of them where the scores are integer dot products (SimdLevel::avx512_vnni, int8 and int4).
 void bench_cpu_single_thread(double copy) {
 #ifdef _OPENMP
   const int threads = omp_get_max_threads();
@@ -197,25 +198,29 @@ void bench_cpu_single_thread(double copy) {
               simd_level_name(cpu_simd_level()));
   struct Row {
     const char* name;
-    double seconds, bytes, target;
+    double seconds, bytes, target, fp32_multiply_adds;
   };
   std::vector<Row> rows;
   for (auto [e, target] : {std::pair{KvElement::fp16, 0.6}, {KvElement::fp8, 0.0}, {KvElement::int8, 0.5}, {KvElement::int4, 0.4}}) {
     Workload w = make_workload(e, context, 1);
     auto a = w.args();
-    rows.push_back({element_name(e), seconds_per_run([&] { decode_attention(a); }, 2, 10), w.kv_bytes(), target});
+    const double fp32 = scores_against_rounded_query(a, cpu_simd_level()) ? multiply_adds / 2 : multiply_adds;
+    rows.push_back({element_name(e), seconds_per_run([&] { decode_attention(a); }, 2, 10), w.kv_bytes(), target, fp32});
   }
   using Kivi = std::tuple<int, const char*, double>;
   for (auto [bits, name, target] : {Kivi{4, "kivi-4", 0.3}, Kivi{2, "kivi-2", 0.0}}) {
     double bytes = 0;
     const double t = kivi_seconds(bits, context, bytes);
-    rows.push_back({name, t, bytes, target});
+    rows.push_back({name, t, bytes, target, multiply_adds});
   }
   for (const Row& r : rows) {
     const double fraction = r.bytes / r.seconds / copy;
     std::printf("  %-6s %9.1f us %7.1f GB/s %5.0f%% of copy", r.name, r.seconds * 1e6, r.bytes / r.seconds / 1e9, 100 * fraction);
     if (r.target > 0) std::printf("  (target %.0f%%: %s)", 100 * r.target, fraction >= r.target ? "met" : "not met");
-    if (rate > 0) std::printf("  multiply-adds allow %.0f%%", 100 * r.bytes / (multiply_adds / rate) / copy);
+    if (rate > 0) {
+      std::printf("  fp32 multiply-adds allow %.0f%%%s", 100 * r.bytes / (r.fp32_multiply_adds / rate) / copy,
+                  r.fp32_multiply_adds < multiply_adds ? " (scores in integers)" : "");
+    }
     std::printf("\n");
   }
 #ifdef _OPENMP

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <vector>
 
 #if defined(__x86_64__)
@@ -119,17 +120,27 @@ bool avx512_supported() {
   return false;
 #endif
 }
+
+bool avx512_vnni_supported() {
+#if defined(__x86_64__) && defined(__GNUC__) && defined(MEMTWIN_KERNELS_AVX512)
+  return avx512_supported() && __builtin_cpu_supports("avx512vnni");
+#else
+  return false;
+#endif
+}
 }  // namespace simd
 
 SimdLevel cpu_simd_level() {
-  static const SimdLevel level = simd::avx512_supported() ? SimdLevel::avx512
-                                 : simd::avx2_supported() ? SimdLevel::avx2
-                                                          : SimdLevel::portable;
+  static const SimdLevel level = simd::avx512_vnni_supported() ? SimdLevel::avx512_vnni
+                                 : simd::avx512_supported()    ? SimdLevel::avx512
+                                 : simd::avx2_supported()      ? SimdLevel::avx2
+                                                               : SimdLevel::portable;
   return level;
 }
 
 const char* simd_level_name(SimdLevel level) {
   switch (level) {
+    case SimdLevel::avx512_vnni: return "avx512_vnni";
     case SimdLevel::avx512: return "avx512";
     case SimdLevel::avx2: return "avx2";
     default: return "portable";
@@ -156,8 +167,7 @@ void decode_attention(const DecodeAttentionArgs& a, SimdLevel highest) {
   for (int seq = 0; seq < a.num_seqs; ++seq) tokens += a.context_lens[seq];
   // A policy per kernel level (their costs differ tenfold); work in multiply-adds, tokens x query
   // heads x head_dim, so that calls of different shapes compare.
-  static ThreadPolicy policies[3];
-  static_assert(static_cast<int>(SimdLevel::avx512) == 2, "a policy per SimdLevel");
+  static ThreadPolicy policies[std::size(kSimdLevels)];
   const ThreadChoice threads(policies[static_cast<int>(level)], worth_threads(tokens, a.shape.kv_heads),
                              static_cast<double>(tokens) * a.q_heads * a.shape.format.head_dim);
   const bool parallel = threads.team();
@@ -168,14 +178,19 @@ void decode_attention(const DecodeAttentionArgs& a, SimdLevel highest) {
   }
   // The vectorised kernels attend a sequence's KV heads together, split between the threads.
   const HeadRanges split(a.num_seqs, a.shape.kv_heads, parallel);
-  const bool avx512 = level == SimdLevel::avx512;
+  const bool avx512 = level >= SimdLevel::avx512, vnni = level >= SimdLevel::avx512_vnni;
 #pragma omp parallel for schedule(dynamic) if (parallel)
   for (int unit = 0; unit < split.units(); ++unit) {
     const auto [seq, first, count] = split[unit];
-    if (avx512 && simd::attend_heads_avx512(a, seq, first, count)) continue;
+    if (avx512 && simd::attend_heads_avx512(a, seq, first, count, vnni)) continue;
     if (simd::attend_heads_avx2(a, seq, first, count)) continue;
     for (int kvh = first; kvh < first + count; ++kvh) attend_pair(a, seq, kvh, halves);
   }
+}
+
+bool scores_against_rounded_query(const DecodeAttentionArgs& a, SimdLevel highest) {
+  return std::min(highest, cpu_simd_level()) >= SimdLevel::avx512_vnni && simd::avx512_takes(a) &&
+         simd::vnni_takes(a.shape.format);
 }
 
 void reference_decode_attention(const float* query, const float* k, const float* v, const std::int32_t* context_lens,

@@ -245,14 +245,14 @@ void weighted_values(const DecodeAttentionArgs& a, const std::int32_t* table, co
 }
 
 template <int G, Code C>
-void attend(const DecodeAttentionArgs& a, int seq, const Heads& heads) {
+void attend(const DecodeAttentionArgs& a, int seq, const Heads& heads, bool vnni) {
   constexpr int NC = std::min(8, kLanes / G);
   const int hd = a.shape.format.head_dim;
   const int ctx = a.context_lens[seq];
   const int q_heads = G * heads.count;  // the query heads of these KV heads, consecutive
   const float* q = a.query + (static_cast<std::size_t>(seq) * a.q_heads + static_cast<std::size_t>(heads.first) * G) * hd;
   thread_local std::vector<float> scores, reordered, denominators, numerators;
-  if constexpr (C == Code::int4) {  // the queries in the codes' even/odd order
+  if (C == Code::int4 && !vnni) {  // the queries in the codes' even/odd order
     reordered.resize(static_cast<std::size_t>(q_heads) * hd);
     for (int head = 0; head < q_heads; ++head)
       for (int c = 0; c < hd; ++c) reordered[static_cast<std::size_t>(head) * hd + even_odd_position(c)] = q[head * hd + c];
@@ -260,7 +260,11 @@ void attend(const DecodeAttentionArgs& a, int seq, const Heads& heads) {
   }
   const std::int32_t* table = a.block_tables + static_cast<std::size_t>(seq) * a.max_blocks_per_seq;
   scores.resize(static_cast<std::size_t>(q_heads) * ctx);
-  key_scores<G, C>(a, table, q, heads, ctx, scores.data());
+  if (vnni) {
+    vnni_key_scores(a, seq, heads.first, heads.count, scores.data());
+  } else {
+    key_scores<G, C>(a, table, q, heads, ctx, scores.data());
+  }
   denominators.resize(static_cast<std::size_t>(q_heads));
   for (int h = 0; h < heads.count; ++h)
     softmax<G>(scores.data() + static_cast<std::size_t>(h) * ctx * G, ctx, denominators.data() + static_cast<std::size_t>(h) * G);
@@ -277,39 +281,48 @@ void attend(const DecodeAttentionArgs& a, int seq, const Heads& heads) {
   weighted_values<G, NC, C>(a, table, heads, ctx, scores.data(), denominators.data(), out);
 }
 
-template <int G>
-bool attend_format(const DecodeAttentionArgs& a, int seq, const Heads& heads) {
-  const KvFormat& f = a.shape.format;
-  if (f.head_dim % (kLanes * std::min(8, kLanes / G)) != 0) return false;  // the V pass's slices
+// The code a format's elements take in this kernel, for the shapes avx512_takes.
+Code code_of(const KvFormat& f) {
   switch (f.element) {
-    case KvElement::fp16: attend<G, Code::fp16>(a, seq, heads); return true;
-    case KvElement::fp8: attend<G, Code::e4m3>(a, seq, heads); return true;
-    default: break;
+    case KvElement::fp16: return Code::fp16;
+    case KvElement::fp8: return Code::e4m3;
+    default: return f.bits() == 8 ? Code::int8 : Code::int4;
   }
-  if (!f.quantized() || f.groups() > kMaxGroups) return false;
-  if (f.bits() == 8 && f.group % kLanes == 0) {
-    attend<G, Code::int8>(a, seq, heads);
-    return true;
+}
+
+template <int G>
+void attend_format(const DecodeAttentionArgs& a, int seq, const Heads& heads, bool vnni) {
+  switch (code_of(a.shape.format)) {
+    case Code::fp16: attend<G, Code::fp16>(a, seq, heads, false); return;
+    case Code::e4m3: attend<G, Code::e4m3>(a, seq, heads, false); return;
+    case Code::int8: attend<G, Code::int8>(a, seq, heads, vnni); return;
+    case Code::int4: attend<G, Code::int4>(a, seq, heads, vnni); return;
   }
-  if (f.bits() == 4 && f.group % (2 * kLanes) == 0) {
-    attend<G, Code::int4>(a, seq, heads);
-    return true;
-  }
-  return false;
 }
 
 }  // namespace
 
-bool attend_heads_avx512(const DecodeAttentionArgs& a, int seq, int first_kv_head, int kv_heads) {
-  if (a.shape.format.head_dim > 256) return false;
+bool avx512_takes(const DecodeAttentionArgs& a) {
+  const KvFormat& f = a.shape.format;
+  const int G = a.q_heads / a.shape.kv_heads;
+  if (f.head_dim > 256 || (G != 1 && G != 2 && G != 4 && G != 8)) return false;
+  if (f.head_dim % (kLanes * std::min(8, kLanes / G)) != 0) return false;  // the V pass's slices
+  if (f.element == KvElement::fp16 || f.element == KvElement::fp8) return true;
+  if (!f.quantized() || f.groups() > kMaxGroups) return false;
+  return (f.bits() == 8 && f.group % kLanes == 0) || (f.bits() == 4 && f.group % (2 * kLanes) == 0);
+}
+
+bool attend_heads_avx512(const DecodeAttentionArgs& a, int seq, int first_kv_head, int kv_heads, bool vnni) {
+  if (!avx512_takes(a)) return false;
   const Heads heads{first_kv_head, kv_heads};
+  vnni = vnni && vnni_takes(a.shape.format);
   switch (a.q_heads / a.shape.kv_heads) {
-    case 1: return attend_format<1>(a, seq, heads);
-    case 2: return attend_format<2>(a, seq, heads);
-    case 4: return attend_format<4>(a, seq, heads);
-    case 8: return attend_format<8>(a, seq, heads);
-    default: return false;
+    case 1: attend_format<1>(a, seq, heads, vnni); break;
+    case 2: attend_format<2>(a, seq, heads, vnni); break;
+    case 4: attend_format<4>(a, seq, heads, vnni); break;
+    default: attend_format<8>(a, seq, heads, vnni); break;
   }
+  return true;
 }
 
 }  // namespace memtwin::kernels::simd
@@ -317,7 +330,8 @@ bool attend_heads_avx512(const DecodeAttentionArgs& a, int seq, int first_kv_hea
 #else
 
 namespace memtwin::kernels::simd {
-bool attend_heads_avx512(const DecodeAttentionArgs&, int, int, int) { return false; }
+bool avx512_takes(const DecodeAttentionArgs&) { return false; }
+bool attend_heads_avx512(const DecodeAttentionArgs&, int, int, int, bool) { return false; }
 }  // namespace memtwin::kernels::simd
 
 #endif

@@ -19,10 +19,16 @@ namespace memtwin::kernels::simd {
 bool avx2_supported();
 /// Whether the CPU has AVX-512 F, BW, VL and DQ (and AVX2, FMA, F16C) and the build has the kernel.
 bool avx512_supported();
+/// Whether it has AVX-512 VNNI as well.
+bool avx512_vnni_supported();
 
-/// As attend_heads_avx2, with AVX-512 (decode_attention_avx512.cpp); false for shapes it does not
-/// handle (see decode_attention() in kv_kernels.h), which the AVX2 kernel then takes.
-bool attend_heads_avx512(const DecodeAttentionArgs& a, int seq, int first_kv_head, int kv_heads);
+/// Whether the AVX-512 paged kernel takes this call's shape (see decode_attention() in
+/// kv_kernels.h); false in a build without it.
+bool avx512_takes(const DecodeAttentionArgs& a);
+/// As attend_heads_avx2, with AVX-512 (decode_attention_avx512.cpp); false (nothing written) for
+/// shapes it does not take, which the AVX2 kernel then takes. `vnni`: the CPU has AVX-512 VNNI and
+/// the call allows it, so 8- and 4-bit keys that vnni_takes are scored by vnni_key_scores.
+bool attend_heads_avx512(const DecodeAttentionArgs& a, int seq, int first_kv_head, int kv_heads, bool vnni);
 
 /// Attends one sequence's KV heads first_kv_head .. first_kv_head + kv_heads - 1 (and their query
 /// heads) as the portable kernel does each (sequence, KV head) pair; false (nothing written) for
@@ -45,5 +51,15 @@ void attend_kivi_avx2(const KiviDecodeArgs& a, int seq, int first_kv_head, int k
 bool kivi_avx512_takes(const KiviDecodeArgs& a);
 /// As attend_kivi_avx2, with AVX-512 (kivi_decode_avx512.cpp). Only for calls kivi_avx512_takes.
 void attend_kivi_avx512(const KiviDecodeArgs& a, int seq, int first_kv_head, int kv_heads);
+
+/// Whether vnni_key_scores takes this format: int8 or int4 with groups a multiple of 32 channels
+/// up to 128, in a build with the kernel (decode_attention_vnni.cpp).
+bool vnni_takes(const KvFormat& f);
+/// The AVX-512 kernel's K pass with VNNI, for formats vnni_takes: scores[h][t][g] = scale x q'_{h,g} . k_{h,t}
+/// for the KV heads `first_kv_head` .. + `kv_heads` - 1 of sequence `seq` (its `ctx` tokens) and
+/// their G = q_heads / kv_heads query heads (1, 2, 4 or 8), q' each query head rounded by
+/// round_query_to_bytes with the cache's group. `scores` holds kv_heads x ctx x G floats. Only on
+/// CPUs with AVX-512 VNNI.
+void vnni_key_scores(const DecodeAttentionArgs& a, int seq, int first_kv_head, int kv_heads, float* scores);
 
 }  // namespace memtwin::kernels::simd

@@ -1,6 +1,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 
 #include "kernels/cpu/decode_attention_simd.h"
 #include "kernels/cpu/quantize_simd.h"
@@ -102,6 +104,33 @@ void write_paged(const float* values, const std::int64_t* slot_mapping, int toke
     for (int h = 0; h < shape.kv_heads; ++h) {
       quantize_vector(values + (static_cast<std::size_t>(t) * shape.kv_heads + h) * shape.format.head_dim, shape.format,
                       cache + shape.offset(block, offset, h));
+    }
+  }
+}
+
+void round_query_to_bytes(const float* q, int elements, int group, std::int8_t* high, std::int8_t* low, float* scales) {
+  if (group <= 0 || elements % group != 0) {
+    throw std::invalid_argument("round_query_to_bytes: group " + std::to_string(group) + " must divide " +
+                                std::to_string(elements) + " elements");
+  }
+  for (int g = 0; g < elements / group; ++g) {
+    const float* x = q + static_cast<std::size_t>(g) * group;
+    float largest = 0;
+    for (int i = 0; i < group; ++i) largest = std::max(largest, std::fabs(x[i]));
+    const float scale = largest / 127.f;  // 0 for a zero run (or one so small that the scale underflows)
+    scales[g] = scale;
+    for (int i = 0; i < group; ++i) {
+      const std::size_t at = static_cast<std::size_t>(g) * group + i;
+      if (!(scale > 0)) {
+        high[at] = low[at] = 0;
+        continue;
+      }
+      // From the quotient by the scale (not a product with its inverse), so that the largest
+      // element is exactly +-127 and every code within [-127, 127].
+      const float steps = x[i] / scale;
+      const float whole = std::nearbyint(steps);
+      high[at] = static_cast<std::int8_t>(whole);
+      low[at] = static_cast<std::int8_t>(std::clamp(std::nearbyint((steps - whole) * 256.f), -127.f, 127.f));
     }
   }
 }

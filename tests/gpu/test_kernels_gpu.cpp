@@ -49,7 +49,9 @@ void decode_matches_cpu(KvElement element, int head_dim) {
   std::vector<float> cpu(q.size()), gpu(q.size());
   const DecodeAttentionArgs a = make_decode_args(q.data(), kc.data(), vc.data(), table.data(), context.data(), cpu.data(),
                                                  seqs, q_heads, max_blocks, shape);
-  decode_attention(a);
+  // The AVX-512 kernel at most: at the VNNI level the CPU scores integer keys against a rounded
+  // query, which the CUDA kernel does not.
+  decode_attention(a, SimdLevel::avx512);
 
   DecodeAttentionArgs d = a;
   d.query = to_device(q);

@@ -86,7 +86,7 @@ TEST_CASE("decode attention returns each head's probabilities, with or without i
       for (double& x : logits) sum += (x = std::exp(x - m));
       for (int t = 0; t < context[s]; ++t) expected[(static_cast<std::size_t>(s) * q_heads + h) * max_context + t] = logits[t] / sum;
     }
-  for (SimdLevel level : {SimdLevel::portable, SimdLevel::avx2, SimdLevel::avx512}) {
+  for (SimdLevel level : kSimdLevels) {
     if (level > cpu_simd_level()) {
       WARN("this CPU has no " << simd_level_name(level) << ": its kernel's probabilities were not checked");
       continue;

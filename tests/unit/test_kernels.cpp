@@ -91,18 +91,30 @@ TEST_CASE("decode attention matches the naive reference (fp16, fp8, int8, int4 -
         }
       }
       const float scale = 1.f / std::sqrt(static_cast<float>(head_dim));
-      std::vector<float> out(static_cast<std::size_t>(seqs) * q_heads * head_dim), ref(out.size());
+      std::vector<float> out(static_cast<std::size_t>(seqs) * q_heads * head_dim), exact(out.size()), rounded(out.size());
       reference_decode_attention(q.data(), kd.data(), vd.data(), context.data(), seqs, max_context, q_heads, kv_heads,
-                                 head_dim, scale, ref.data());
+                                 head_dim, scale, exact.data());
+      // Where the keys are scored by integer dot products: against the query as round_query_to_bytes rounds it.
+      std::vector<std::int8_t> high(q.size()), low(q.size());
+      std::vector<float> steps(q.size() / 32), q_rounded(q.size());
+      round_query_to_bytes(q.data(), static_cast<int>(q.size()), 32, high.data(), low.data(), steps.data());
+      for (std::size_t i = 0; i < q.size(); ++i) q_rounded[i] = steps[i / 32] * (high[i] + low[i] / 256.f);
+      reference_decode_attention(q_rounded.data(), kd.data(), vd.data(), context.data(), seqs, max_context, q_heads, kv_heads,
+                                 head_dim, scale, rounded.data());
       // The portable kernel, and each vectorised one this CPU has.
-      for (SimdLevel level : {SimdLevel::portable, SimdLevel::avx2, SimdLevel::avx512}) {
+      for (SimdLevel level : kSimdLevels) {
         if (level > cpu_simd_level()) {
           WARN("this CPU has no " << simd_level_name(level) << ": its decode attention was not checked");
           continue;
         }
-        decode_attention(make_decode_args(q.data(), kc.data(), vc.data(), table.data(), context.data(), out.data(), seqs,
-                                          q_heads, max_blocks, shape),
-                         level);
+        const DecodeAttentionArgs args = make_decode_args(q.data(), kc.data(), vc.data(), table.data(), context.data(),
+                                                          out.data(), seqs, q_heads, max_blocks, shape);
+        const bool integer_scores = scores_against_rounded_query(args, level);
+        // Only the integer formats take that path, at the VNNI level, the Llama-3-8B shape among them.
+        if (integer_scores) CHECK((level == SimdLevel::avx512_vnni && shape.format.quantized()));
+        if (level == SimdLevel::avx512_vnni && shape.format.quantized() && head_dim == 128 && gqa == 4) CHECK(integer_scores);
+        const std::vector<float>& ref = integer_scores ? rounded : exact;
+        decode_attention(args, level);
         double worst = 0;
         for (std::size_t i = 0; i < out.size(); ++i) worst = std::max(worst, static_cast<double>(std::fabs(out[i] - ref[i]) / (1 + std::fabs(ref[i]))));
         INFO("head_dim " << head_dim << " bits " << shape.format.bits() << " GQA " << gqa << " " << simd_level_name(level));
@@ -121,6 +133,90 @@ TEST_CASE("decode attention matches the naive reference (fp16, fp8, int8, int4 -
       }
      }
     }
+  }
+}
+
+TEST_CASE("the query rounded to bytes: high codes within +-127, the largest exact, every element within 1/256 of a step", "[unit]") {
+  std::vector<float> q = {0.5f, -1.f, 0.25f, 0.f, 1e-3f, -0.75f, 0.1f, 0.3f,  // one group of 8
+                          0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f,               // a zero group
+                          3.f, 1.5f, -3.f, 0.f, 2.f, -2.f, 0.01f, 1.f};
+  std::vector<std::int8_t> high(q.size()), low(q.size());
+  std::vector<float> scales(3);
+  round_query_to_bytes(q.data(), static_cast<int>(q.size()), 8, high.data(), low.data(), scales.data());
+  CHECK(scales[0] == 1.f / 127.f);
+  CHECK(high[1] == -127);  // the largest magnitude takes the whole range
+  CHECK(low[1] == 0);
+  CHECK(high[0] == 64);  // 63.5 steps: the tie rounds to even, and the low byte takes the half back
+  CHECK(low[0] == -127);  // -128 clamped
+  CHECK(scales[1] == 0.f);
+  CHECK(std::all_of(high.begin() + 8, high.begin() + 16, [](std::int8_t c) { return c == 0; }));
+  CHECK(std::all_of(low.begin() + 8, low.begin() + 16, [](std::int8_t c) { return c == 0; }));
+  CHECK(high[16] == 127);
+  CHECK(high[18] == -127);
+  for (std::size_t i = 0; i < q.size(); ++i) {
+    INFO("element " << i);
+    CHECK(std::fabs(q[i] - scales[i / 8] * (high[i] + low[i] / 256.f)) <= scales[i / 8] / 256.f * (1 + 1e-5f));
+  }
+  CHECK_THROWS_WITH(round_query_to_bytes(q.data(), 24, 5, high.data(), low.data(), scales.data()), Catch::Contains("must divide"));
+}
+
+TEST_CASE("integer key scores stay within the bound the rounded query sets", "[unit]") {
+  // Against the exact query, the rounding moves each score by at most delta = scale x max_t |(q - q') . k_t|,
+  // so each probability by a factor within exp(+-2 delta) and each output by at most (exp(2 delta) - 1) max|v|.
+  const int head_dim = 128, q_heads = 4, kv_heads = 1, block_size = 16, max_blocks = 64, ctx = 1000;
+  for (KvElement e : {KvElement::int8, KvElement::int4}) {
+    PagedShape shape{max_blocks, block_size, kv_heads, format(e, head_dim, 32)};
+    const auto k = synthetic_kv(static_cast<std::size_t>(max_blocks) * block_size, head_dim, 11, true);
+    const auto v = synthetic_kv(k.size() / head_dim, head_dim, 12, false);
+    const auto q = synthetic_kv(q_heads, head_dim, 13, true);
+    std::vector<std::uint8_t> kc(shape.bytes()), vc(shape.bytes());
+    std::vector<std::int32_t> table(max_blocks);
+    std::iota(table.begin(), table.end(), 0);
+    std::vector<std::int64_t> slots(static_cast<std::size_t>(max_blocks) * block_size);
+    std::iota(slots.begin(), slots.end(), 0);
+    write_paged(k.data(), slots.data(), static_cast<int>(slots.size()), shape, kc.data());
+    write_paged(v.data(), slots.data(), static_cast<int>(slots.size()), shape, vc.data());
+    const std::vector<std::int32_t> context = {ctx};
+    std::vector<float> out(q.size()), exact(q.size());
+    const auto args = make_decode_args(q.data(), kc.data(), vc.data(), table.data(), context.data(), out.data(), 1, q_heads,
+                                       max_blocks, shape);
+    if (!scores_against_rounded_query(args, cpu_simd_level())) {
+      WARN("this CPU has no AVX-512 VNNI: the integer key scores were not checked");
+      return;
+    }
+    std::vector<float> kd(k.size()), vd(v.size()), tmp(head_dim);
+    std::vector<std::uint8_t> bytes(shape.format.vector_bytes());
+    for (std::size_t t = 0; t < slots.size(); ++t) {
+      quantize_vector(&k[t * head_dim], shape.format, bytes.data());
+      dequantize_vector(bytes.data(), shape.format, &kd[t * head_dim]);
+      quantize_vector(&v[t * head_dim], shape.format, bytes.data());
+      dequantize_vector(bytes.data(), shape.format, &vd[t * head_dim]);
+    }
+    std::vector<std::int8_t> high(q.size()), low(q.size());
+    std::vector<float> steps(q.size() / 32);
+    round_query_to_bytes(q.data(), static_cast<int>(q.size()), 32, high.data(), low.data(), steps.data());
+    double delta = 0, largest_value = 0;
+    for (int h = 0; h < q_heads; ++h)
+      for (int t = 0; t < ctx; ++t) {
+        double moved = 0;
+        for (int i = 0; i < head_dim; ++i) {
+          const std::size_t qi = static_cast<std::size_t>(h) * head_dim + i;
+          const double rounded = static_cast<double>(steps[qi / 32]) * (high[qi] + low[qi] / 256.0);
+          moved += (static_cast<double>(q[qi]) - rounded) * kd[static_cast<std::size_t>(t) * head_dim + i];
+        }
+        delta = std::max(delta, std::fabs(moved) * args.scale);
+      }
+    for (int i = 0; i < ctx * head_dim; ++i) largest_value = std::max(largest_value, static_cast<double>(std::fabs(vd[i])));
+    reference_decode_attention(q.data(), kd.data(), vd.data(), context.data(), 1, max_blocks * block_size, q_heads, kv_heads,
+                               head_dim, args.scale, exact.data());
+    decode_attention(args);
+    double worst = 0;
+    for (std::size_t i = 0; i < out.size(); ++i) worst = std::max(worst, static_cast<double>(std::fabs(out[i] - exact[i])));
+    const double bound = std::expm1(2 * delta) * largest_value + 1e-5;
+    INFO("bits " << shape.format.bits() << ": scores moved by at most " << delta << ", outputs by " << worst << ", bound " << bound);
+    CHECK(worst <= bound);
+    CHECK(worst > 0);  // the rounding is visible: this is not the exact query's path
+    CHECK(delta < 5e-3);  // and small, with outlier channels in both the query and the keys (one byte: 0.25-0.4)
   }
 }
 

@@ -164,7 +164,7 @@ TEST_CASE("paged KIVI decode attention equals attention over the dequantised cac
       const auto d = make_kivi_decode_args(query.data(), cache.data(), tables.data(), lens, out.data(), seqs, q_heads, per_seq, s);
       reference_decode_attention(query.data(), kref.data(), vref.data(), lens, seqs, max_ctx, q_heads, s.kv_heads, head_dim,
                                  d.scale, expected.data());
-      for (SimdLevel level : {SimdLevel::portable, SimdLevel::avx2, SimdLevel::avx512}) {
+      for (SimdLevel level : kSimdLevels) {
         if (level > cpu_simd_level()) {
           WARN("this CPU has no " << simd_level_name(level) << ": its KIVI kernel was not checked");
           continue;

@@ -1,0 +1,310 @@
+// The AVX-512 paged kernel's K pass for 8- and 4-bit keys with VNNI (vpdpbusd: sixteen lanes, each
+// adding four unsigned-by-signed byte products to a 32-bit sum), as llama.cpp's CPU backend dots
+// its quantised blocks against activations rounded to bytes. This file alone is compiled with
+// AVX-512 VNNI; the AVX-512 kernel calls it only on CPUs that have it (SimdLevel::avx512_vnni).
+//
+// A key's group (codes c_i, scale s, zero point z: k_i = s c_i + z) against the rounded query
+// q'_i = r (h_i + l_i / 256) (round_query_to_bytes, the same groups):
+//   q' . k = s (r / 256) sum_i (256 h_i + l_i) c_i + z r sum_i (h_i + l_i / 256)
+// where sum_i (256 h_i + l_i) c_i = 256 sum_i h_i c_i + sum_i l_i c_i is exact in 32-bit integers
+// (groups up to 128 channels). The lanes are tokens: sixteen tokens' group codes are transposed
+// (each 32-bit lane then holds four consecutive codes of its token; 4-bit codes split into their
+// low and high nibbles, the query's bytes arranged to match), so every vpdpbusd adds four products
+// to each of sixteen scores, with four of the query's bytes broadcast, and a group's scale and zero
+// point (sixteen tokens' in a register) apply once per group. The floating-point K pass, by
+// contrast, widens each code and spends a multiply-add per element and query head, then sums each
+// score across lanes.
+#include "kernels/cpu/decode_attention_simd.h"
+
+#if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && \
+    defined(__AVX512DQ__) && defined(__AVX512VNNI__) && defined(__FMA__) && defined(__F16C__)
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/avx512_vectors.h"
+#include "kernels/cpu/paged_rows.h"
+#include "kernels/kv_kernels.h"
+
+namespace memtwin::kernels::simd {
+
+namespace {
+
+using namespace avx512;
+
+constexpr int kChunk = 32;  // channels of a transposed chunk: 32 bytes of 8-bit codes, 16 of 4-bit
+constexpr int kAhead = 16;  // tokens prefetched ahead into L2, as the floating-point K pass does
+
+// The query heads of a range of KV heads rounded to bytes, in the order the dot products take
+// them: per query head and group, per chunk, eight 32-bit words of four high bytes each and eight
+// of four low bytes, then the group's r / 256 and r sum_i (h_i + l_i / 256).
+struct RoundedQuery {
+  std::vector<std::int32_t> words;        // [head][group][chunk][high 8, low 8]
+  std::vector<float> scale, zero_weight;  // [head][group]
+  std::vector<std::int8_t> high, low;     // [head][head_dim], as rounded
+  int groups = 0, chunks = 0;
+
+  void build(const float* q, int heads, const KvFormat& f) {
+    const int hd = f.head_dim;
+    groups = f.groups();
+    chunks = f.group / kChunk;
+    high.resize(static_cast<std::size_t>(heads) * hd);
+    low.resize(high.size());
+    scale.resize(static_cast<std::size_t>(heads) * groups);
+    zero_weight.resize(scale.size());
+    words.resize(static_cast<std::size_t>(heads) * groups * chunks * 16);
+    round_query_to_bytes(q, heads * hd, f.group, high.data(), low.data(), scale.data());
+    for (int h = 0; h < heads; ++h) {
+      for (int gi = 0; gi < groups; ++gi) {
+        const std::size_t hg = static_cast<std::size_t>(h) * groups + gi;
+        const std::size_t first = static_cast<std::size_t>(h) * hd + static_cast<std::size_t>(gi) * f.group;
+        int sum = 0;  // sum_i (256 h_i + l_i)
+        for (int i = 0; i < f.group; ++i) sum += 256 * high[first + i] + low[first + i];
+        zero_weight[hg] = scale[hg] * (static_cast<float>(sum) / 256.f);
+        scale[hg] /= 256.f;
+        for (int ch = 0; ch < chunks; ++ch) {
+          for (int part = 0; part < 2; ++part) {
+            const std::int8_t* c = (part == 0 ? high.data() : low.data()) + first + ch * kChunk;
+            std::int8_t bytes[kChunk];
+            if (f.bits() == 8) {  // word k: channels 4k .. 4k + 3
+              std::memcpy(bytes, c, kChunk);
+            } else {  // words 2k, 2k + 1: the low nibbles of bytes 4k .. 4k + 3 (channels 8k, 8k + 2, ...), then the high
+              for (int k = 0; k < 4; ++k) {
+                for (int b = 0; b < 4; ++b) {
+                  bytes[8 * k + b] = c[8 * k + 2 * b];
+                  bytes[8 * k + 4 + b] = c[8 * k + 2 * b + 1];
+                }
+              }
+            }
+            std::memcpy(&words[((hg * chunks + ch) * 2 + part) * 8], bytes, kChunk);
+          }
+        }
+      }
+    }
+  }
+  // The eight words of a chunk's high bytes (part 0) or low bytes (part 1).
+  [[nodiscard]] const std::int32_t* chunk_words(std::size_t hg, int ch, int part) const {
+    return &words[((hg * chunks + ch) * 2 + part) * 8];
+  }
+};
+
+// Sixteen tokens' 32 bytes of 8-bit codes at rows[j] + at, transposed: lane j of d[k] holds token
+// j's bytes 4k .. 4k + 3.
+inline void transpose_codes8(const std::uint8_t* const* rows, std::size_t at, __m512i* d) {
+  __m512i r[8], t[8], u[8];
+  for (int j = 0; j < 8; ++j) {  // row j in the low 256 bits, row j + 8 in the high
+    r[j] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[j] + at))),
+                              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[j + 8] + at)), 1);
+  }
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 2; ++i) {  // u[4i + m]: rows 4i .. 4i + 3 (and + 8) of words m and m + 4
+    u[4 * i + 0] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+  const __m512i low = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13), high = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+  for (int m = 0; m < 4; ++m) {
+    d[m] = _mm512_permutex2var_epi64(u[m], low, u[m + 4]);
+    d[m + 4] = _mm512_permutex2var_epi64(u[m], high, u[m + 4]);
+  }
+}
+
+// Sixteen tokens' 16 bytes of 4-bit codes at rows[j] + at, transposed and split: lane j of d[2k]
+// holds the low nibbles of token j's bytes 4k .. 4k + 3, d[2k + 1] their high nibbles.
+inline void transpose_codes4(const std::uint8_t* const* rows, std::size_t at, __m512i* d) {
+  __m512i r[4];
+  for (int j = 0; j < 4; ++j) {  // 128-bit lane L: row 4L + j
+    __m512i x = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[j] + at)));
+    x = _mm512_inserti32x4(x, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[j + 4] + at)), 1);
+    x = _mm512_inserti32x4(x, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[j + 8] + at)), 2);
+    r[j] = _mm512_inserti32x4(x, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[j + 12] + at)), 3);
+  }
+  const __m512i t0 = _mm512_unpacklo_epi32(r[0], r[1]), t1 = _mm512_unpackhi_epi32(r[0], r[1]);
+  const __m512i t2 = _mm512_unpacklo_epi32(r[2], r[3]), t3 = _mm512_unpackhi_epi32(r[2], r[3]);
+  const __m512i words[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2), _mm512_unpacklo_epi64(t1, t3),
+                            _mm512_unpackhi_epi64(t1, t3)};
+  const __m512i nibble = _mm512_set1_epi8(0x0f);
+  for (int k = 0; k < 4; ++k) {
+    d[2 * k] = _mm512_and_si512(words[k], nibble);
+    d[2 * k + 1] = _mm512_and_si512(_mm512_srli_epi16(words[k], 4), nibble);
+  }
+}
+
+// One lane-wise interleaving step: granules of S lanes taken alternately from a and b, from the
+// low (High = false) or the high half of each.
+template <int S, bool High>
+inline __m512 interleave(__m512 a, __m512 b) {
+  if constexpr (S == 1) return High ? _mm512_permutex2var_ps(a, _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31), b)
+                                    : _mm512_permutex2var_ps(a, _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23), b);
+  if constexpr (S == 2) return High ? _mm512_permutex2var_ps(a, _mm512_setr_epi32(8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31), b)
+                                    : _mm512_permutex2var_ps(a, _mm512_setr_epi32(0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23), b);
+  if constexpr (S == 4) return High ? _mm512_permutex2var_ps(a, _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31), b)
+                                    : _mm512_permutex2var_ps(a, _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23), b);
+}
+
+// The interleaving steps from granules of S lanes up: x holds S runs of tokens (16 / S each), each
+// run in G / S vectors of S lanes per token (S = 1: x[g] is head g's sixteen tokens); at the end,
+// G runs of 16 / G tokens in one vector each, token-major.
+template <int G, int S>
+inline void interleave_from(__m512* x) {
+  if constexpr (S < G) {
+    constexpr int segments = S, per = G / S;  // vectors per run of tokens
+    __m512 y[G];
+    for (int seg = 0; seg < segments; ++seg) {
+      for (int i = 0; i < per / 2; ++i) {
+        const __m512 a = x[seg * per + 2 * i], b = x[seg * per + 2 * i + 1];
+        y[2 * seg * (per / 2) + i] = interleave<S, false>(a, b);
+        y[(2 * seg + 1) * (per / 2) + i] = interleave<S, true>(a, b);
+      }
+    }
+    for (int g = 0; g < G; ++g) x[g] = y[g];
+    interleave_from<G, 2 * S>(x);
+  }
+}
+
+// G heads' scores of sixteen tokens (v[g], lane = token) stored token-major ([t][g]) at `out`,
+// the first n tokens.
+template <int G>
+inline void store_token_major(__m512* v, float* out, int n) {
+  interleave_from<G, 1>(v);
+  const int valid = n * G;
+  for (int k = 0; k < G; ++k) {
+    const int from = k * kLanes;
+    if (valid >= from + kLanes) {
+      _mm512_storeu_ps(out + from, v[k]);
+    } else if (valid > from) {
+      _mm512_mask_storeu_ps(out + from, static_cast<__mmask16>((1u << (valid - from)) - 1), v[k]);
+    }
+  }
+}
+
+template <int G, bool Int4>
+void key_scores(const DecodeAttentionArgs& a, const std::int32_t* table, const RoundedQuery& rq, const Heads& heads,
+                int ctx, float* scores) {
+  const Layout layout(a.shape);
+  const std::size_t bytes = layout.vector_bytes, span = bytes * static_cast<std::size_t>(heads.count);
+  const std::size_t chunk_bytes = Int4 ? kChunk / 2 : kChunk;
+  const __m512 score_scale = _mm512_set1_ps(a.scale);
+  Rows rows(a.k_cache, table, layout, heads.first, ctx, 0), ahead(a.k_cache, table, layout, heads.first, ctx, kAhead);
+  const std::uint8_t* block[kLanes];
+  const std::uint8_t* next[kLanes];  // the rows of the block after, fetched into L2 a head at a time
+  const std::size_t lines = (span + 63) / 64;
+  for (int t0 = 0; t0 < ctx; t0 += kLanes) {
+    const int n = std::min(kLanes, ctx - t0);
+    int ahead_rows = 0;
+    for (int j = 0; j < kLanes; ++j) {
+      block[j] = j < n ? rows.row() : block[n - 1];  // past the end: the last token again, its scores not stored
+      if (j < n) {
+        rows.next();
+        if (ahead.valid()) next[ahead_rows++] = ahead.row();
+        ahead.next();
+      }
+    }
+    for (int h = 0; h < heads.count; ++h) {
+      // A head's share of the next rows' cache lines: a whole block's at once (hundreds of lines)
+      // stalls on the fetches in flight.
+      for (std::size_t line = lines * h / heads.count; line < lines * (h + 1) / heads.count; ++line)
+        for (int j = 0; j < ahead_rows; ++j) _mm_prefetch(reinterpret_cast<const char*>(next[j] + 64 * line), _MM_HINT_T1);
+      __m512 acc[G];
+      for (__m512& x : acc) x = _mm512_setzero_ps();
+      for (int gi = 0; gi < layout.groups; ++gi) {
+        const std::size_t at = static_cast<std::size_t>(h) * bytes + static_cast<std::size_t>(gi) * layout.group_bytes;
+        // The sixteen tokens' fp16 scale (low half) and zero point (high half), loaded one by one:
+        // AVX-512's gather took twice as long on Zen 4.
+        auto word = [&](int j) {
+          std::int32_t x;
+          std::memcpy(&x, block[j] + at + layout.code_bytes, 4);
+          return x;
+        };
+        const __m512i both = _mm512_setr_epi32(word(0), word(1), word(2), word(3), word(4), word(5), word(6), word(7), word(8),
+                                               word(9), word(10), word(11), word(12), word(13), word(14), word(15));
+        const __m512 key_scale = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(both));
+        const __m512 key_zero = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(both, 16)));
+        __m512i dot[G];
+        for (__m512i& x : dot) x = _mm512_setzero_si512();
+        __m512i d[8];
+        auto transpose = [&](int ch) {
+          if constexpr (Int4) {
+            transpose_codes4(block, at + ch * chunk_bytes, d);
+          } else {
+            transpose_codes8(block, at + ch * chunk_bytes, d);
+          }
+        };
+        auto accumulate = [&](int ch, int part) {
+          for (int g = 0; g < G; ++g) {
+            const std::int32_t* w = rq.chunk_words((static_cast<std::size_t>(h) * G + g) * rq.groups + gi, ch, part);
+            for (int k = 0; k < 8; ++k) dot[g] = _mm512_dpbusd_epi32(dot[g], d[k], _mm512_set1_epi32(w[k]));
+          }
+        };
+        // sum_i h_i c_i over the group's chunks, times 256, then sum_i l_i c_i added (the last
+        // chunk's codes are still transposed; the others are transposed again).
+        for (int ch = 0; ch < rq.chunks; ++ch) {
+          transpose(ch);
+          accumulate(ch, 0);
+        }
+        for (__m512i& x : dot) x = _mm512_slli_epi32(x, 8);
+        for (int ch = rq.chunks - 1; ch >= 0; --ch) {
+          if (ch != rq.chunks - 1) transpose(ch);
+          accumulate(ch, 1);
+        }
+        for (int g = 0; g < G; ++g) {
+          const std::size_t hg = (static_cast<std::size_t>(h) * G + g) * rq.groups + gi;
+          acc[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[g]), _mm512_mul_ps(key_scale, _mm512_set1_ps(rq.scale[hg])), acc[g]);
+          acc[g] = _mm512_fmadd_ps(key_zero, _mm512_set1_ps(rq.zero_weight[hg]), acc[g]);
+        }
+      }
+      for (__m512& x : acc) x = _mm512_mul_ps(x, score_scale);
+      store_token_major<G>(acc, scores + (static_cast<std::size_t>(h) * ctx + t0) * G, n);
+    }
+  }
+}
+
+template <bool Int4>
+void key_scores_of(const DecodeAttentionArgs& a, const std::int32_t* table, const RoundedQuery& rq, const Heads& heads,
+                   int ctx, float* scores) {
+  switch (a.q_heads / a.shape.kv_heads) {
+    case 1: key_scores<1, Int4>(a, table, rq, heads, ctx, scores); break;
+    case 2: key_scores<2, Int4>(a, table, rq, heads, ctx, scores); break;
+    case 4: key_scores<4, Int4>(a, table, rq, heads, ctx, scores); break;
+    default: key_scores<8, Int4>(a, table, rq, heads, ctx, scores); break;
+  }
+}
+
+}  // namespace
+
+bool vnni_takes(const KvFormat& f) {
+  // Up to 128 channels a group: 256 x 255 x 127 x 128 stays within a 32-bit sum.
+  return f.quantized() && (f.bits() == 8 || f.bits() == 4) && f.group % kChunk == 0 && f.group <= 128;
+}
+
+void vnni_key_scores(const DecodeAttentionArgs& a, int seq, int first_kv_head, int kv_heads, float* scores) {
+  const KvFormat& f = a.shape.format;
+  const int group_heads = a.q_heads / a.shape.kv_heads;
+  const float* q = a.query + (static_cast<std::size_t>(seq) * a.q_heads + static_cast<std::size_t>(first_kv_head) * group_heads) *
+                                 f.head_dim;
+  thread_local RoundedQuery rq;
+  rq.build(q, kv_heads * group_heads, f);
+  const std::int32_t* table = a.block_tables + static_cast<std::size_t>(seq) * a.max_blocks_per_seq;
+  const Heads heads{first_kv_head, kv_heads};
+  if (f.bits() == 4) {
+    key_scores_of<true>(a, table, rq, heads, a.context_lens[seq], scores);
+  } else {
+    key_scores_of<false>(a, table, rq, heads, a.context_lens[seq], scores);
+  }
+}
+
+}  // namespace memtwin::kernels::simd
+
+#else
+
+namespace memtwin::kernels::simd {
+bool vnni_takes(const KvFormat&) { return false; }
+void vnni_key_scores(const DecodeAttentionArgs&, int, int, int, float*) {}
+}  // namespace memtwin::kernels::simd
+
+#endif
