@@ -197,15 +197,20 @@ void bench_cpu_single_thread(double copy) {
   std::printf("cpu decode attention, one thread, context %d, batch 1 (of %.1f GB/s copy; %s kernels):\n", context, copy / 1e9,
               simd_level_name(cpu_simd_level()));
   struct Row {
-    const char* name;
+    std::string name;
     double seconds, bytes, target, fp32_multiply_adds;
   };
   std::vector<Row> rows;
   for (auto [e, target] : {std::pair{KvElement::fp16, 0.6}, {KvElement::fp8, 0.0}, {KvElement::int8, 0.5}, {KvElement::int4, 0.4}}) {
     Workload w = make_workload(e, context, 1);
     auto a = w.args();
-    const double fp32 = scores_against_rounded_query(a, cpu_simd_level()) ? multiply_adds / 2 : multiply_adds;
-    rows.push_back({element_name(e), seconds_per_run([&] { decode_attention(a); }, 2, 10), w.kv_bytes(), target, fp32});
+    const bool integer_scores = scores_against_rounded_query(a, cpu_simd_level());
+    rows.push_back({element_name(e), seconds_per_run([&] { decode_attention(a); }, 2, 10), w.kv_bytes(), target,
+                    integer_scores ? multiply_adds / 2 : multiply_adds});
+    if (integer_scores) {  // beside it, the same call with fp32 scores (the AVX-512 level)
+      rows.push_back({std::string(element_name(e)) + "/fp32", seconds_per_run([&] { decode_attention(a, SimdLevel::avx512); }, 2, 10),
+                      w.kv_bytes(), 0.0, multiply_adds});
+    }
   }
   using Kivi = std::tuple<int, const char*, double>;
   for (auto [bits, name, target] : {Kivi{4, "kivi-4", 0.3}, Kivi{2, "kivi-2", 0.0}}) {
@@ -215,7 +220,8 @@ void bench_cpu_single_thread(double copy) {
   }
   for (const Row& r : rows) {
     const double fraction = r.bytes / r.seconds / copy;
-    std::printf("  %-6s %9.1f us %7.1f GB/s %5.0f%% of copy", r.name, r.seconds * 1e6, r.bytes / r.seconds / 1e9, 100 * fraction);
+    std::printf("  %-9s %9.1f us %7.1f GB/s %5.0f%% of copy", r.name.c_str(), r.seconds * 1e6, r.bytes / r.seconds / 1e9,
+                100 * fraction);
     if (r.target > 0) std::printf("  (target %.0f%%: %s)", 100 * r.target, fraction >= r.target ? "met" : "not met");
     if (rate > 0) {
       std::printf("  fp32 multiply-adds allow %.0f%%%s", 100 * r.bytes / (r.fp32_multiply_adds / rate) / copy,

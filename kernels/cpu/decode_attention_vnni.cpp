@@ -89,6 +89,15 @@ struct RoundedQuery {
   }
 };
 
+// acc + the products of each lane's four unsigned bytes in `codes` with the four signed bytes at
+// `word`, broadcast from memory inside the instruction: GCC 12 neither folds _mm512_set1_epi32 into
+// vpdpbusd's broadcast operand (it spends a separate broadcast on every product) nor keeps the
+// accumulator in place (it moves it between registers around the destructive instruction).
+inline __m512i dot_broadcast(__m512i acc, __m512i codes, const std::int32_t* word) {
+  asm("vpdpbusd %[w]%{1to16%}, %[c], %[acc]" : [acc] "+v"(acc) : [c] "v"(codes), [w] "m"(*word));
+  return acc;
+}
+
 // Sixteen tokens' 32 bytes of 8-bit codes at rows[j] + at, transposed: lane j of d[k] holds token
 // j's bytes 4k .. 4k + 3.
 inline void transpose_codes8(const std::uint8_t* const* rows, std::size_t at, __m512i* d) {
@@ -238,7 +247,7 @@ void key_scores(const DecodeAttentionArgs& a, const std::int32_t* table, const R
         auto accumulate = [&](int ch, int part) {
           for (int g = 0; g < G; ++g) {
             const std::int32_t* w = rq.chunk_words((static_cast<std::size_t>(h) * G + g) * rq.groups + gi, ch, part);
-            for (int k = 0; k < 8; ++k) dot[g] = _mm512_dpbusd_epi32(dot[g], d[k], _mm512_set1_epi32(w[k]));
+            for (int k = 0; k < 8; ++k) dot[g] = dot_broadcast(dot[g], d[k], w + k);
           }
         };
         // sum_i h_i c_i over the group's chunks, times 256, then sum_i l_i c_i added (the last

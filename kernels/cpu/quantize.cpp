@@ -108,6 +108,14 @@ void write_paged(const float* values, const std::int64_t* slot_mapping, int toke
   }
 }
 
+namespace {
+// x rounded to the nearest integer, ties to even, for |x| < 2^22: adding 1.5 x 2^23 leaves no
+// fraction bits, so the addition rounds (in the default rounding mode; the build allows no
+// reassociation). std::nearbyint is a libm call on baseline x86-64, a tenth of a decode call's
+// time at 1K tokens.
+inline float round_to_even(float x) { return (x + 12582912.f) - 12582912.f; }
+}  // namespace
+
 void round_query_to_bytes(const float* q, int elements, int group, std::int8_t* high, std::int8_t* low, float* scales) {
   if (group <= 0 || elements % group != 0) {
     throw std::invalid_argument("round_query_to_bytes: group " + std::to_string(group) + " must divide " +
@@ -128,9 +136,9 @@ void round_query_to_bytes(const float* q, int elements, int group, std::int8_t* 
       // From the quotient by the scale (not a product with its inverse), so that the largest
       // element is exactly +-127 and every code within [-127, 127].
       const float steps = x[i] / scale;
-      const float whole = std::nearbyint(steps);
+      const float whole = round_to_even(steps);
       high[at] = static_cast<std::int8_t>(whole);
-      low[at] = static_cast<std::int8_t>(std::clamp(std::nearbyint((steps - whole) * 256.f), -127.f, 127.f));
+      low[at] = static_cast<std::int8_t>(std::clamp(round_to_even((steps - whole) * 256.f), -127.f, 127.f));
     }
   }
 }
