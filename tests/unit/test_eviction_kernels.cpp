@@ -54,64 +54,78 @@ struct PositionCache {
 TEST_CASE("decode attention returns each head's probabilities, with or without its output", "[unit]") {
   const int seqs = 2, kv_heads = 2, q_heads = 4, head_dim = 128, block_size = 16, max_blocks = 12;
   const std::vector<std::int32_t> context = {37, 190};
-  PagedShape shape{seqs * max_blocks, block_size, kv_heads, format(KvElement::fp16, head_dim)};
   const int max_context = max_blocks * block_size;
   const auto k = synthetic_kv(static_cast<std::size_t>(seqs) * max_context * kv_heads, head_dim, 7, true);
   const auto v = synthetic_kv(k.size() / head_dim, head_dim, 8, false);
   const auto q = synthetic_kv(static_cast<std::size_t>(seqs) * q_heads, head_dim, 9, false);
-  std::vector<std::uint8_t> kc(shape.bytes()), vc(shape.bytes());
+  // The query as the integer key scores round it (SimdLevel::avx512_vnni, int8 keys).
+  std::vector<std::int8_t> high(q.size()), low(q.size());
+  std::vector<float> steps(q.size() / 32), q_rounded(q.size());
+  round_query_to_bytes(q.data(), static_cast<int>(q.size()), 32, high.data(), low.data(), steps.data());
+  for (std::size_t i = 0; i < q.size(); ++i) q_rounded[i] = steps[i / 32] * (high[i] + low[i] / 256.f);
   std::vector<std::int32_t> table(seqs * max_blocks);
   for (int i = 0; i < seqs * max_blocks; ++i) table[i] = (i * 5) % (seqs * max_blocks);
-  for (int s = 0; s < seqs; ++s) {
-    std::vector<std::int64_t> slots(max_context);
-    for (int t = 0; t < max_context; ++t) slots[t] = table[s * max_blocks + t / block_size] * block_size + t % block_size;
-    write_paged(&k[static_cast<std::size_t>(s) * max_context * kv_heads * head_dim], slots.data(), max_context, shape, kc.data());
-    write_paged(&v[static_cast<std::size_t>(s) * max_context * kv_heads * head_dim], slots.data(), max_context, shape, vc.data());
-  }
-  // The reference: softmax of the scaled dot products with the keys as the cache holds them.
-  const float scale = 1.f / std::sqrt(static_cast<float>(head_dim));
-  std::vector<double> expected(static_cast<std::size_t>(seqs) * q_heads * max_context, 0.0);
-  for (int s = 0; s < seqs; ++s)
-    for (int h = 0; h < q_heads; ++h) {
-      std::vector<double> logits(context[s]);
-      for (int t = 0; t < context[s]; ++t) {
-        float key[128];
-        dequantize_vector(kc.data() + shape.offset(table[s * max_blocks + t / block_size], t % block_size, h / 2), shape.format, key);
-        double dot = 0;
-        for (int i = 0; i < head_dim; ++i) dot += static_cast<double>(q[(s * q_heads + h) * head_dim + i]) * key[i];
-        logits[t] = dot * scale;
-      }
-      const double m = *std::max_element(logits.begin(), logits.end());
-      double sum = 0;
-      for (double& x : logits) sum += (x = std::exp(x - m));
-      for (int t = 0; t < context[s]; ++t) expected[(static_cast<std::size_t>(s) * q_heads + h) * max_context + t] = logits[t] / sum;
+  for (KvElement element : {KvElement::fp16, KvElement::int8}) {
+    PagedShape shape{seqs * max_blocks, block_size, kv_heads, format(element, head_dim)};
+    std::vector<std::uint8_t> kc(shape.bytes()), vc(shape.bytes());
+    for (int s = 0; s < seqs; ++s) {
+      std::vector<std::int64_t> slots(max_context);
+      for (int t = 0; t < max_context; ++t) slots[t] = table[s * max_blocks + t / block_size] * block_size + t % block_size;
+      write_paged(&k[static_cast<std::size_t>(s) * max_context * kv_heads * head_dim], slots.data(), max_context, shape, kc.data());
+      write_paged(&v[static_cast<std::size_t>(s) * max_context * kv_heads * head_dim], slots.data(), max_context, shape, vc.data());
     }
-  for (SimdLevel level : kSimdLevels) {
-    if (level > cpu_simd_level()) {
-      WARN("this CPU has no " << simd_level_name(level) << ": its kernel's probabilities were not checked");
-      continue;
-    }
-    for (bool with_output : {true, false}) {
-      INFO(simd_level_name(level) << (with_output ? ", with output" : ", probabilities only"));
-      std::vector<float> out(static_cast<std::size_t>(seqs) * q_heads * head_dim, -1.f);
-      std::vector<float> probs(expected.size(), -1.f);
-      auto a = make_decode_args(q.data(), kc.data(), vc.data(), table.data(), context.data(), with_output ? out.data() : nullptr,
-                                seqs, q_heads, max_blocks, shape);
-      a.probs = probs.data();
-      a.probs_stride = max_context;
-      decode_attention(a, level);
-      double worst = 0;
+    // The reference: softmax of the scaled dot products with the keys as the cache holds them.
+    const float scale = 1.f / std::sqrt(static_cast<float>(head_dim));
+    auto expected_for = [&](const std::vector<float>& query) {
+      std::vector<double> expected(static_cast<std::size_t>(seqs) * q_heads * max_context, 0.0);
       for (int s = 0; s < seqs; ++s)
-        for (int h = 0; h < q_heads; ++h)
+        for (int h = 0; h < q_heads; ++h) {
+          std::vector<double> logits(context[s]);
           for (int t = 0; t < context[s]; ++t) {
-            const std::size_t i = (static_cast<std::size_t>(s) * q_heads + h) * max_context + t;
-            worst = std::max(worst, std::fabs(probs[i] - expected[i]));
+            float key[128];
+            dequantize_vector(kc.data() + shape.offset(table[s * max_blocks + t / block_size], t % block_size, h / 2), shape.format, key);
+            double dot = 0;
+            for (int i = 0; i < head_dim; ++i) dot += static_cast<double>(query[(s * q_heads + h) * head_dim + i]) * key[i];
+            logits[t] = dot * scale;
           }
-      CHECK(worst < 1e-5);
-      CHECK(probs[static_cast<std::size_t>(context[0])] == -1.f);  // nothing past a sequence's context
-      if (!with_output) CHECK(std::all_of(out.begin(), out.end(), [](float x) { return x == -1.f; }));
+          const double m = *std::max_element(logits.begin(), logits.end());
+          double sum = 0;
+          for (double& x : logits) sum += (x = std::exp(x - m));
+          for (int t = 0; t < context[s]; ++t) expected[(static_cast<std::size_t>(s) * q_heads + h) * max_context + t] = logits[t] / sum;
+        }
+      return expected;
+    };
+    const std::vector<double> exact = expected_for(q), rounded = expected_for(q_rounded);
+    for (SimdLevel level : kSimdLevels) {
+      if (level > cpu_simd_level()) {
+        WARN("this CPU has no " << simd_level_name(level) << ": its kernel's probabilities were not checked");
+        continue;
+      }
+      for (bool with_output : {true, false}) {
+        INFO(simd_level_name(level) << ", bits " << shape.format.bits() << (with_output ? ", with output" : ", probabilities only"));
+        std::vector<float> out(static_cast<std::size_t>(seqs) * q_heads * head_dim, -1.f);
+        std::vector<float> probs(exact.size(), -1.f);
+        auto a = make_decode_args(q.data(), kc.data(), vc.data(), table.data(), context.data(), with_output ? out.data() : nullptr,
+                                  seqs, q_heads, max_blocks, shape);
+        a.probs = probs.data();
+        a.probs_stride = max_context;
+        const std::vector<double>& expected = scores_against_rounded_query(a, level) ? rounded : exact;
+        decode_attention(a, level);
+        double worst = 0;
+        for (int s = 0; s < seqs; ++s)
+          for (int h = 0; h < q_heads; ++h)
+            for (int t = 0; t < context[s]; ++t) {
+              const std::size_t i = (static_cast<std::size_t>(s) * q_heads + h) * max_context + t;
+              worst = std::max(worst, std::fabs(probs[i] - expected[i]));
+            }
+        CHECK(worst < 1e-5);
+        CHECK(probs[static_cast<std::size_t>(context[0])] == -1.f);  // nothing past a sequence's context
+        if (!with_output) CHECK(std::all_of(out.begin(), out.end(), [](float x) { return x == -1.f; }));
+      }
     }
   }
+  PagedShape shape{seqs * max_blocks, block_size, kv_heads, format(KvElement::fp16, head_dim)};
+  std::vector<std::uint8_t> kc(shape.bytes()), vc(shape.bytes());
   auto bad = make_decode_args(q.data(), kc.data(), vc.data(), table.data(), context.data(), nullptr, seqs, q_heads, max_blocks, shape);
   CHECK_THROWS_WITH(decode_attention(bad), Catch::Contains("null"));  // neither output nor probabilities
   std::vector<float> small(10);
