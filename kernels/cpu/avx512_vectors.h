@@ -143,6 +143,13 @@ inline void scale_and_zero(const std::uint8_t* p, float& scale, float& zero) {
   zero = _mm_cvtss_f32(_mm_movehdup_ps(wide));
 }
 
+// Sixteen quantisation groups' fp16 scale (low half of each 32-bit lane) and zero point (high
+// half), as floats.
+inline void scales_and_zeros(__m512i both, __m512& scale, __m512& zero) {
+  scale = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(both));
+  zero = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(both, 16)));
+}
+
 // Asks for cache lines into L2 ahead of use: a block's rows lie in order, but the block table
 // scatters the blocks, which the hardware prefetchers cannot foresee.
 inline void prefetch_l2(const std::uint8_t* p, std::size_t bytes) {

@@ -232,8 +232,8 @@ void key_scores(const DecodeAttentionArgs& a, const std::int32_t* table, const R
         };
         const __m512i both = _mm512_setr_epi32(word(0), word(1), word(2), word(3), word(4), word(5), word(6), word(7), word(8),
                                                word(9), word(10), word(11), word(12), word(13), word(14), word(15));
-        const __m512 key_scale = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(both));
-        const __m512 key_zero = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(both, 16)));
+        __m512 key_scale, key_zero;
+        scales_and_zeros(both, key_scale, key_zero);
         __m512i dot[G];
         for (__m512i& x : dot) x = _mm512_setzero_si512();
         __m512i d[8];

@@ -71,9 +71,10 @@ constexpr int position(int e) {
 
 // Sixteen fp16 scale/zero pairs at `p`, `p + stride`, ...: their scales and zero points as floats.
 inline void gather_scales(const std::uint8_t* p, __m512i offsets, float* scales, float* zeros) {
-  const __m512i both = _mm512_i32gather_epi32(offsets, p, 1);
-  _mm512_storeu_ps(scales, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(both)));
-  _mm512_storeu_ps(zeros, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(both, 16))));
+  __m512 scale, zero;
+  scales_and_zeros(_mm512_i32gather_epi32(offsets, p, 1), scale, zero);
+  _mm512_storeu_ps(scales, scale);
+  _mm512_storeu_ps(zeros, zero);
 }
 
 // One sequence's KV heads [first_kv_head, end_kv_head): see the file's comment. H query heads of a

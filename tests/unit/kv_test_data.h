@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/kv_format.h"
+#include "kernels/kv_kernels.h"
 
 namespace memtwin::test {
 
@@ -28,6 +29,27 @@ inline memtwin::kernels::KvFormat format(memtwin::kernels::KvElement e, int head
   f.head_dim = head_dim;
   f.group = group;
   return f;
+}
+
+// Vectors of head_dim values as a cache of format f holds them: each quantised and dequantised.
+inline std::vector<float> as_cached(const std::vector<float>& x, const memtwin::kernels::KvFormat& f) {
+  std::vector<float> out(x.size());
+  std::vector<std::uint8_t> bytes(f.vector_bytes());
+  for (std::size_t at = 0; at < x.size(); at += static_cast<std::size_t>(f.head_dim)) {
+    memtwin::kernels::quantize_vector(&x[at], f, bytes.data());
+    memtwin::kernels::dequantize_vector(bytes.data(), f, &out[at]);
+  }
+  return out;
+}
+
+// The query as the integer key scores take it: round_query_to_bytes in groups of `group`,
+// reconstructed as scale x (high + low / 256).
+inline std::vector<float> rounded_query(const std::vector<float>& q, int group) {
+  std::vector<std::int8_t> high(q.size()), low(q.size());
+  std::vector<float> scales(q.size() / static_cast<std::size_t>(group)), out(q.size());
+  memtwin::kernels::round_query_to_bytes(q.data(), static_cast<int>(q.size()), group, high.data(), low.data(), scales.data());
+  for (std::size_t i = 0; i < q.size(); ++i) out[i] = scales[i / static_cast<std::size_t>(group)] * (high[i] + low[i] / 256.f);
+  return out;
 }
 
 }  // namespace memtwin::test

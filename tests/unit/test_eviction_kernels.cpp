@@ -16,6 +16,7 @@
 
 using namespace memtwin::kernels;
 using memtwin::test::format;
+using memtwin::test::rounded_query;
 using memtwin::test::synthetic_kv;
 
 namespace {
@@ -59,10 +60,7 @@ TEST_CASE("decode attention returns each head's probabilities, with or without i
   const auto v = synthetic_kv(k.size() / head_dim, head_dim, 8, false);
   const auto q = synthetic_kv(static_cast<std::size_t>(seqs) * q_heads, head_dim, 9, false);
   // The query as the integer key scores round it (SimdLevel::avx512_vnni, int8 keys).
-  std::vector<std::int8_t> high(q.size()), low(q.size());
-  std::vector<float> steps(q.size() / 32), q_rounded(q.size());
-  round_query_to_bytes(q.data(), static_cast<int>(q.size()), 32, high.data(), low.data(), steps.data());
-  for (std::size_t i = 0; i < q.size(); ++i) q_rounded[i] = steps[i / 32] * (high[i] + low[i] / 256.f);
+  const std::vector<float> q_rounded = rounded_query(q, 32);
   std::vector<std::int32_t> table(seqs * max_blocks);
   for (int i = 0; i < seqs * max_blocks; ++i) table[i] = (i * 5) % (seqs * max_blocks);
   for (KvElement element : {KvElement::fp16, KvElement::int8}) {

@@ -21,6 +21,8 @@
 
 using namespace memtwin::kernels;
 using memtwin::test::format;
+using memtwin::test::as_cached;
+using memtwin::test::rounded_query;
 using memtwin::test::synthetic_kv;
 
 TEST_CASE("kernel bytes equal memtwin's size model for every quantised format", "[unit]") {
@@ -74,31 +76,21 @@ TEST_CASE("decode attention matches the naive reference (fp16, fp8, int8, int4 -
       std::vector<std::uint8_t> kc(shape.bytes()), vc(shape.bytes());
       std::vector<std::int32_t> table(seqs * max_blocks);
       for (int i = 0; i < seqs * max_blocks; ++i) table[i] = (i * 7) % (seqs * max_blocks);  // scattered blocks
-      // The reference sees what the cache holds: the dequantised values.
-      std::vector<float> kd(k.size()), vd(v.size());
       for (int s = 0; s < seqs; ++s) {
         std::vector<std::int64_t> slots(max_context);
         for (int t = 0; t < max_context; ++t) slots[t] = table[s * max_blocks + t / block_size] * block_size + t % block_size;
         const std::size_t base = static_cast<std::size_t>(s) * max_context * kv_heads * head_dim;
         write_paged(&k[base], slots.data(), max_context, shape, kc.data());
         write_paged(&v[base], slots.data(), max_context, shape, vc.data());
-        std::vector<std::uint8_t> tmp(shape.format.vector_bytes());
-        for (std::size_t i = 0; i < static_cast<std::size_t>(max_context) * kv_heads; ++i) {
-          quantize_vector(&k[base + i * head_dim], shape.format, tmp.data());
-          dequantize_vector(tmp.data(), shape.format, &kd[base + i * head_dim]);
-          quantize_vector(&v[base + i * head_dim], shape.format, tmp.data());
-          dequantize_vector(tmp.data(), shape.format, &vd[base + i * head_dim]);
-        }
       }
+      // The reference sees what the cache holds: the dequantised values.
+      const std::vector<float> kd = as_cached(k, shape.format), vd = as_cached(v, shape.format);
       const float scale = 1.f / std::sqrt(static_cast<float>(head_dim));
       std::vector<float> out(static_cast<std::size_t>(seqs) * q_heads * head_dim), exact(out.size()), rounded(out.size());
       reference_decode_attention(q.data(), kd.data(), vd.data(), context.data(), seqs, max_context, q_heads, kv_heads,
                                  head_dim, scale, exact.data());
       // Where the keys are scored by integer dot products: against the query as round_query_to_bytes rounds it.
-      std::vector<std::int8_t> high(q.size()), low(q.size());
-      std::vector<float> steps(q.size() / 32), q_rounded(q.size());
-      round_query_to_bytes(q.data(), static_cast<int>(q.size()), 32, high.data(), low.data(), steps.data());
-      for (std::size_t i = 0; i < q.size(); ++i) q_rounded[i] = steps[i / 32] * (high[i] + low[i] / 256.f);
+      const std::vector<float> q_rounded = rounded_query(q, 32);
       reference_decode_attention(q_rounded.data(), kd.data(), vd.data(), context.data(), seqs, max_context, q_heads, kv_heads,
                                  head_dim, scale, rounded.data());
       // The portable kernel, and each vectorised one this CPU has.
@@ -184,25 +176,15 @@ TEST_CASE("integer key scores stay within the bound the rounded query sets", "[u
       WARN("this CPU has no AVX-512 VNNI: the integer key scores were not checked");
       return;
     }
-    std::vector<float> kd(k.size()), vd(v.size()), tmp(head_dim);
-    std::vector<std::uint8_t> bytes(shape.format.vector_bytes());
-    for (std::size_t t = 0; t < slots.size(); ++t) {
-      quantize_vector(&k[t * head_dim], shape.format, bytes.data());
-      dequantize_vector(bytes.data(), shape.format, &kd[t * head_dim]);
-      quantize_vector(&v[t * head_dim], shape.format, bytes.data());
-      dequantize_vector(bytes.data(), shape.format, &vd[t * head_dim]);
-    }
-    std::vector<std::int8_t> high(q.size()), low(q.size());
-    std::vector<float> steps(q.size() / 32);
-    round_query_to_bytes(q.data(), static_cast<int>(q.size()), 32, high.data(), low.data(), steps.data());
+    const std::vector<float> kd = as_cached(k, shape.format), vd = as_cached(v, shape.format);
+    const std::vector<float> q_rounded = rounded_query(q, 32);
     double delta = 0, largest_value = 0;
     for (int h = 0; h < q_heads; ++h)
       for (int t = 0; t < ctx; ++t) {
         double moved = 0;
         for (int i = 0; i < head_dim; ++i) {
           const std::size_t qi = static_cast<std::size_t>(h) * head_dim + i;
-          const double rounded = static_cast<double>(steps[qi / 32]) * (high[qi] + low[qi] / 256.0);
-          moved += (static_cast<double>(q[qi]) - rounded) * kd[static_cast<std::size_t>(t) * head_dim + i];
+          moved += (static_cast<double>(q[qi]) - q_rounded[qi]) * kd[static_cast<std::size_t>(t) * head_dim + i];
         }
         delta = std::max(delta, std::fabs(moved) * args.scale);
       }
