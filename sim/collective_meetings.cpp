@@ -10,13 +10,17 @@ namespace memtwin::sim {
 namespace sg4 = simgrid::s4u;
 
 CollectiveMeetings::CollectiveMeetings(const Cluster& cluster, const Plan& plan, const std::vector<int>& slot_of_rank,
-                                       const std::vector<int>& rank_of_slot, const Platform& platform, StandIns stand_ins)
+                                       const std::vector<int>& rank_of_slot, const Platform& platform, StandIns stand_ins,
+                                       bool merge_lone)
     : cluster_(cluster), plan_(plan), slot_of_rank_(slot_of_rank), rank_of_slot_(rank_of_slot), platform_(platform),
       stand_ins_(stand_ins), full_node_of_gpu_(node_of_each_rank(plan.ranks(), cluster)) {
   std::map<std::string, int> role_id, tag_id;
+  int communicators = 0;
   for (const auto& [role, groups] : plan_.groups) {
     role_id.emplace(role, static_cast<int>(groups_of_role_.size()));
     groups_of_role_.push_back(&groups);
+    first_communicator_of_role_.push_back(communicators);
+    communicators += static_cast<int>(groups.size());
     std::vector<int> members;
     for (const auto& group : groups) {
       members.push_back(static_cast<int>(std::count_if(group.begin(), group.end(), [&](int r) { return slot_of_rank_[r] >= 0; })));
@@ -39,6 +43,52 @@ CollectiveMeetings::CollectiveMeetings(const Cluster& cluster, const Plan& plan,
       m.name = op.tag.empty() ? static_cast<int>(i) : -1 - tag_id.emplace(op.tag, static_cast<int>(tag_id.size())).first->second;
     }
     meetings_.push_back(std::move(meetings));
+  }
+  if (merge_lone) find_lone_collectives();
+}
+
+void CollectiveMeetings::find_lone_collectives() {
+  lone_ = std::make_unique<LoneCollectives>(platform_.gpus);
+  // Each program's collectives by what decides their flows (kind, role, bytes), and the streams
+  // each role's collectives run on.
+  std::vector<std::vector<std::uint32_t>> distinct_ops(plan_.programs.size());
+  std::vector<std::set<Stream>> streams_of_role(groups_of_role_.size());
+  for (std::size_t p = 0; p < plan_.programs.size(); ++p) {
+    std::set<std::tuple<Collective, int, double>> seen;
+    const std::vector<Op>& ops = plan_.programs[p].ops;
+    for (std::uint32_t i = 0; i < ops.size(); ++i) {
+      if (ops[i].kind != OpKind::collective) continue;
+      const Meeting& meeting = meetings_[p][i];
+      streams_of_role[static_cast<std::size_t>(meeting.role)].insert(ops[i].stream);
+      if (seen.emplace(ops[i].collective, meeting.role, ops[i].bytes_total).second) distinct_ops[p].push_back(i);
+    }
+  }
+  for (std::size_t role = 0; role < groups_of_role_.size(); ++role) {
+    if (streams_of_role[role].size() < 2) continue;
+    for (std::size_t g = 0; g < groups_of_role_[role]->size(); ++g)
+      lone_->on_several_streams(first_communicator_of_role_[role] + static_cast<int>(g));
+  }
+  // Every flow each simulated rank's collectives will start, and every copy's route.
+  std::set<std::tuple<Collective, int, int, double>> added;
+  for (std::size_t slot = 0; slot < rank_of_slot_.size(); ++slot) {
+    const int program = plan_.program_of_rank[rank_of_slot_[slot]];
+    for (std::uint32_t i : distinct_ops[static_cast<std::size_t>(program)]) {
+      const Op& op = plan_.programs[static_cast<std::size_t>(program)].ops[i];
+      const Meeting& meeting = meetings_[static_cast<std::size_t>(program)][i];
+      const int group_index = group_of_slot_[slot][static_cast<std::size_t>(meeting.role)];
+      if (!added.emplace(op.collective, meeting.role, group_index, op.bytes_total).second) continue;
+      for (const Flow& f : flows_on_simulated(op, meeting, group_index).flows) {
+        lone_->add(communicator(meeting, group_index), platform_.gpus[static_cast<std::size_t>(f.src)],
+                   platform_.gpus[static_cast<std::size_t>(f.dst)]);
+      }
+    }
+    auto* gpu = platform_.gpus[slot];
+    auto* cpu = platform_.cpus[static_cast<std::size_t>(platform_.node_of_gpu[slot])];
+    for (const Op& op : plan_.programs[static_cast<std::size_t>(program)].ops) {
+      if (op.kind != OpKind::copy) continue;
+      if (op.direction == CopyDirection::device_to_host) lone_->add(LoneCollectives::kNeverAlone, gpu, cpu);
+      if (op.direction == CopyDirection::host_to_device) lone_->add(LoneCollectives::kNeverAlone, cpu, gpu);
+    }
   }
 }
 
@@ -88,7 +138,7 @@ long CollectiveMeetings::meet(int rank, std::uint32_t index, const Op& op) {
       in_one_simcall([&] {
         for (auto& transfer : rv.transfers) transfer->start();
       });
-      started = static_cast<long>(f.plan.flows.size());
+      started = f.flows;
     }
     all_meet();
     for (std::size_t i = first; i < end; ++i) rv.transfers[i]->wait();
@@ -96,7 +146,7 @@ long CollectiveMeetings::meet(int rank, std::uint32_t index, const Op& op) {
   } else if (last_to_arrive) {
     // The last to arrive starts every flow and waits for them; the others wait for it.
     run_collective(f.plan, platform_);
-    started = static_cast<long>(f.plan.flows.size());
+    started = f.flows;
   }
   all_meet();
   // Only collectives in flight stay in the map, so that finding one stays cheap.
@@ -112,8 +162,12 @@ const CollectiveMeetings::Folded& CollectiveMeetings::folded(const Op& op, const
   auto key = std::make_tuple(op.collective, meeting.role, group_index, op.bytes_total);
   auto found = folded_.find(key);
   if (found != folded_.end()) return found->second;
+  CollectivePlan plan = flows_on_simulated(op, meeting, group_index);
+  const auto flows = static_cast<long>(plan.flows.size());
+  if (lone_) {
+    if (auto stand_in = lone_->stand_in(communicator(meeting, group_index), plan.flows)) plan.flows = {plan.flows[*stand_in]};
+  }
   const std::vector<int>& group = (*groups_of_role_[meeting.role])[group_index];
-  CollectivePlan plan = onto_simulated(plan_collective(op.collective, group, op.bytes_total, full_node_of_gpu_, cluster_));
   // Members meeting at the same op of the same program run it on the same stream, so each can
   // move its own flows; pipeline neighbours run different programs.
   std::vector<int> member_slots;
@@ -122,7 +176,12 @@ const CollectiveMeetings::Folded& CollectiveMeetings::folded(const Op& op, const
       if (slot_of_rank_[r] >= 0) member_slots.push_back(slot_of_rank_[r]);
   }
   MemberFlows members(plan, member_slots);
-  return folded_.emplace(std::move(key), Folded{std::move(plan), std::move(members)}).first->second;
+  return folded_.emplace(std::move(key), Folded{std::move(plan), std::move(members), flows}).first->second;
+}
+
+CollectivePlan CollectiveMeetings::flows_on_simulated(const Op& op, const Meeting& meeting, int group_index) const {
+  const std::vector<int>& group = (*groups_of_role_[meeting.role])[group_index];
+  return onto_simulated(plan_collective(op.collective, group, op.bytes_total, full_node_of_gpu_, cluster_));
 }
 
 // The flows of the simulated nodes, by platform slot; at fast fidelity a flow towards an

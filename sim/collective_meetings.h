@@ -18,6 +18,7 @@
 
 #include "models/plan/plan.h"
 #include "sim/collectives.h"
+#include "sim/lone_collectives.h"
 #include "sim/platform.h"
 
 namespace memtwin::sim {
@@ -31,9 +32,13 @@ struct StandIns {
 
 class CollectiveMeetings {
  public:
-  /// The references must outlive this object (they are the step simulation's own).
+  /// The references must outlive this object (they are the step simulation's own). With
+  /// `merge_lone`, a collective alone on its links whose flows are alike runs as one of them
+  /// (sim/lone_collectives.h): pass it only where nothing but this plan's collectives and copies
+  /// crosses the platform's links, and nothing meters them link by link.
   CollectiveMeetings(const Cluster& cluster, const Plan& plan, const std::vector<int>& slot_of_rank,
-                     const std::vector<int>& rank_of_slot, const Platform& platform, StandIns stand_ins);
+                     const std::vector<int>& rank_of_slot, const Platform& platform, StandIns stand_ins,
+                     bool merge_lone = false);
 
   /// Makes each simulated rank's mailbox for the collectives it runs on each stream. Call before
   /// the actors start: making one is a simcall, which would let other actors see a half-made table.
@@ -44,7 +49,8 @@ class CollectiveMeetings {
 
   /// Runs `rank`'s part of collective op `index` (a group of two or more): waits for the group's
   /// simulated members, runs the flows, returns when the collective has ended. Returns the flows it
-  /// started (those of the whole collective for the one member that starts them, else 0).
+  /// started (those of the whole collective for the one member that starts them, else 0), counting
+  /// the flows a merged collective's one flow stands for.
   long meet(int rank, std::uint32_t index, const Op& op);
 
  private:
@@ -57,8 +63,9 @@ class CollectiveMeetings {
   /// A collective's flows on the simulated nodes, and the same by member where each member can
   /// move its own (see MemberFlows).
   struct Folded {
-    CollectivePlan plan;
+    CollectivePlan plan;  ///< one flow where it stands for all of them (sim/lone_collectives.h)
     MemberFlows by_member;
+    long flows = 0;  ///< the collective's flows on the simulated nodes
   };
   struct Rendezvous {
     int arrived = 0;
@@ -71,6 +78,12 @@ class CollectiveMeetings {
 
   const Folded& folded(const Op& op, const Meeting& meeting, int group_index);
   CollectivePlan onto_simulated(const CollectivePlan& full) const;
+  CollectivePlan flows_on_simulated(const Op& op, const Meeting& meeting, int group_index) const;
+  /// Every route the simulated ranks' collectives and copies will take, by communicator.
+  void find_lone_collectives();
+  [[nodiscard]] int communicator(const Meeting& meeting, int group_index) const {
+    return first_communicator_of_role_[static_cast<std::size_t>(meeting.role)] + group_index;
+  }
 
   const Cluster& cluster_;
   const Plan& plan_;
@@ -84,6 +97,8 @@ class CollectiveMeetings {
   std::vector<const std::vector<std::vector<int>>*> groups_of_role_;  ///< by role id: plan.groups[role]
   std::vector<std::vector<int>> group_of_slot_;     ///< by slot and role id: its group's index
   std::vector<std::vector<int>> members_of_group_;  ///< by role id and group: simulated members
+  std::vector<int> first_communicator_of_role_;     ///< by role id: its groups' ids follow
+  std::unique_ptr<LoneCollectives> lone_;           ///< with merge_lone only
   std::map<std::tuple<int, int, int>, std::unique_ptr<Rendezvous>> rendezvous_;  ///< (name, family, group)
   std::map<std::tuple<Collective, int, int, double>, Folded> folded_;
   std::map<Stream, std::vector<simgrid::s4u::Mailbox*>> inboxes_;

@@ -53,7 +53,9 @@ struct RankState {
 
 class Simulation final : public PlanRun {
  public:
-  Simulation(const Scenario& s, const Plan& plan, int trace_ranks, const std::vector<int>& simulated_nodes, Platform platform)
+  /// `merge_lone`: see CollectiveMeetings (only where the platform is this plan's alone).
+  Simulation(const Scenario& s, const Plan& plan, int trace_ranks, const std::vector<int>& simulated_nodes, Platform platform,
+             bool merge_lone)
       : s_(s), plan_(plan), trace_ranks_(trace_ranks), platform_(std::move(platform)),
         slot_of_rank_(static_cast<std::size_t>(plan.ranks()), -1) {
     const int per_node = s.cluster.gpus_per_node;
@@ -66,7 +68,8 @@ class Simulation final : public PlanRun {
     const int pipeline = s.training->parallelism.pipeline;
     collectives_ = std::make_unique<CollectiveMeetings>(s.cluster, plan, slot_of_rank_, rank_of_slot_, platform_,
                                                         StandIns{s.cluster.nodes / pipeline,
-                                                                 static_cast<int>(simulated_nodes.size()) / pipeline});
+                                                                 static_cast<int>(simulated_nodes.size()) / pipeline},
+                                                        merge_lone);
     ranks_.resize(rank_of_slot_.size());
     for (std::size_t slot = 0; slot < rank_of_slot_.size(); ++slot) {
       ranks_[slot].done.assign(plan.programs[plan.program_of_rank[rank_of_slot_[slot]]].ops.size(), 0);
@@ -336,7 +339,9 @@ class Simulation final : public PlanRun {
 
 std::unique_ptr<PlanRun> make_plan_run(const Scenario& scenario, const Plan& plan, int trace_ranks,
                                        const std::vector<int>& simulated_nodes, Platform platform) {
-  return std::make_unique<Simulation>(scenario, plan, trace_ranks, simulated_nodes, std::move(platform));
+  // Other jobs' traffic shares the platform's links, and a link meter counts their bytes: every
+  // flow runs.
+  return std::make_unique<Simulation>(scenario, plan, trace_ranks, simulated_nodes, std::move(platform), false);
 }
 
 StepSimulation simulate_step(const Scenario& scenario, const Plan& plan, int trace_ranks, Progress* progress) {
@@ -358,7 +363,8 @@ StepSimulation simulate_step(const Scenario& scenario, const Plan& plan, int tra
     for (int g = 0; g < scenario.cluster.gpus_per_node; ++g) ranks.push_back(node * scenario.cluster.gpus_per_node + g);
   refuse_beyond_machine(scenario, estimate_step(plan, scenario.cluster, ranks, trace_ranks, actors));
   auto engine = make_engine(2 * actors + spare <= maps);
-  Simulation sim(scenario, plan, trace_ranks, nodes, build_platform(Simulation::reduced(scenario.cluster, nodes.size())));
+  Simulation sim(scenario, plan, trace_ranks, nodes, build_platform(Simulation::reduced(scenario.cluster, nodes.size())),
+                 scenario.simulation.merge_lone_collectives);
   sim.report_progress_to(progress);
   sim.start_actors();
   engine->run();

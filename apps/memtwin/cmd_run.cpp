@@ -91,6 +91,8 @@ int cmd_run(const Args& args) {
       ("layers", po::value<int>(), "hw backend, training: run N of the model's layers (and max(2 x pipeline stages, N/2) too) and extrapolate "
                                    "step time and peak memory to all of them (depth_scaling)")
       ("json", po::bool_switch(), "print exactly one JSON document (memtwin.result/1) on stdout")
+      ("every-flow", po::bool_switch(), "sim backend, training: run every flow of every collective (by default a collective "
+                                        "alone on its links whose flows are alike runs as one of them: the same times)")
       ("out", po::value<std::string>(), "directory for output files (result.json, ...)")
       ("emit-plan", po::value<std::string>(), "write what runs as JSON to FILE: the training Plan (memtwin.training_plan/1) "
                                              "or the serving iteration plan (memtwin.iteration_plan/1)")
@@ -98,12 +100,13 @@ int cmd_run(const Args& args) {
                                                     "each metric's mean and 95% interval over them (section seeds); the result "
                                                     "itself stays the scenario seed's");
   auto vm = parse_args(args, options, positional,
-                       "usage: memtwin run [SCENARIO] [--set KEY=VALUE]... [--backend NAME] [--device D] [--steps N] [--layers N] [--json] [--out DIR] [--emit-plan FILE] [--seeds N]\n\n"
+                       "usage: memtwin run [SCENARIO] [--set KEY=VALUE]... [--backend NAME] [--device D] [--steps N] [--layers N] [--json] [--every-flow] [--out DIR] [--emit-plan FILE] [--seeds N]\n\n"
                        "Predicts memory (and, with the sim backend, time) for the scenario. Exit code 3 when\n"
                        "it does not fit in memory; the result is printed all the same.");
   if (!vm) return kOk;
 
   LoadedScenario loaded = load(*vm);
+  if ((*vm)["every-flow"].as<bool>()) loaded.scenario.simulation.merge_lone_collectives = false;
   HwOptions hw{(*vm)["device"].as<std::string>(), (*vm)["steps"].as<int>()};
   if (hw.steps < 1) throw UsageError("--steps must be at least 1");
   const std::string backend_name = resolve_backend((*vm)["backend"].as<std::string>(), loaded.scenario);

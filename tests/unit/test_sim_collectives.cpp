@@ -2,6 +2,8 @@
 // model (models/comm/collective_model.h) and to the frameworks' knobs.
 #include <catch2/catch.hpp>
 
+#include <cstdio>
+#include <fstream>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -135,4 +137,82 @@ training: {framework: deepspeed, micro_batch: 1, seq_len: 2048, global_batch: 16
   CHECK(serial["time"]["exposed_comm_s"].get<double>() == Approx(serial["time"]["comm_busy_s"].get<double>()).epsilon(1e-6));
   CHECK(serial["time"]["step_s"].get<double>() > ahead["time"]["step_s"].get<double>());
   CHECK(serial["memory"]["gpu"]["peak_bytes"].get<double>() < ahead["memory"]["gpu"]["peak_bytes"].get<double>());
+}
+
+namespace {
+
+// What sim/lone_collectives.h answers on the scenario's platform to the probe's commands.
+std::vector<std::string> lone_answers(const std::string& scenario, const std::string& commands) {
+  const std::string input = "/tmp/memtwin-test-lone-commands.txt";
+  std::ofstream(input) << commands;
+  FILE* p = popen((std::string(MEMTWIN_LONE_PROBE) + " " + scenario + " < " + input).c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::vector<std::string> answers;
+  char line[64];
+  while (std::fgets(line, sizeof line, p)) answers.emplace_back(std::string(line).substr(0, std::string(line).find('\n')));
+  REQUIRE(pclose(p) == 0);
+  return answers;
+}
+
+}  // namespace
+
+TEST_CASE("a collective alone on its links with alike flows runs as one of them and shared links or streams keep every flow", "[unit]") {
+  // Two nodes of 4 GPUs: slots 0-3 and 4-7. Communicator 0 is a ring inside node 0 (NVLink only).
+  const std::string file = write_scenario("lone", R"(
+name: lone
+cluster: {nodes: 2, gpus_per_node: 4, gpu: h100-sxm}
+model: llama-2-7b
+training: {micro_batch: 1, seq_len: 2048, global_batch: 8}
+)");
+  const std::string ring = "add 0 g0 g1\nadd 0 g1 g2\nadd 0 g2 g3\nadd 0 g3 g0\n";
+  const std::string ask_ring = "ask 0 0>1:1e6 1>2:1e6 2>3:1e6 3>0:1e6\n";
+  // Alone: one flow stands for the ring. Copies to and from the host cross PCIe, not NVLink, and
+  // a ring across nodes on the same rail crosses NICs and uplinks: neither touches the ring's links.
+  CHECK(lone_answers(file, ring + "add -1 g0 c0\nadd -1 c0 g0\nadd 1 g0 g4\nadd 1 g4 g0\n" + ask_ring) ==
+        std::vector<std::string>{"flow 0"});
+  // Another communicator's flow over one of the ring's NVLink directions: every flow runs.
+  CHECK(lone_answers(file, ring + "add 2 g1 g2\n" + ask_ring) == std::vector<std::string>{"none"});
+  // Its collectives on two streams could be in flight together: every flow runs.
+  CHECK(lone_answers(file, ring + "streams 0\n" + ask_ring) == std::vector<std::string>{"none"});
+  // Unequal bytes, a flow with none, a link direction crossed twice, a route never added: every flow runs.
+  CHECK(lone_answers(file, ring + "ask 0 0>1:1e6 1>2:2e6\nask 0 0>1:0 1>2:0\nask 0 0>1:1e6 0>1:1e6\nask 0 0>1:1e6 1>0:1e6\n") ==
+        std::vector<std::string>{"none", "none", "none", "none"});
+  // Across nodes: two rails' rings share the nodes' uplinks, so neither is alone; one rail's ring
+  // is, but with an NVLink hop beside its NIC hop its routes differ and its flows are not alike.
+  CHECK(lone_answers(file, "add 1 g0 g4\nadd 1 g4 g0\nadd 2 g1 g5\nadd 2 g5 g1\nask 1 0>4:1e6 4>0:1e6\n") ==
+        std::vector<std::string>{"none"});
+  CHECK(lone_answers(file, "add 1 g0 g4\nadd 1 g4 g0\nask 1 0>4:1e6 4>0:1e6\nadd 3 g4 g5\nadd 3 g0 g4\nask 3 4>5:1e6 0>4:1e6\n") ==
+        std::vector<std::string>{"flow 0", "none"});
+}
+
+TEST_CASE("merging lone collectives leaves every result as running every flow gives it, byte for byte", "[unit]") {
+  // Tensor 4 fills each node, so its rings cross only NVLink (merged); data parallelism and the
+  // pipeline cross NICs. With tensor 2 a node holds two data-parallel ranks, whose rings share
+  // NVLink with the tensor-parallel ones (nothing merged). Optimizer offload adds PCIe copies.
+  const std::string merged = write_scenario("merge-lone", R"(
+name: merge-lone
+cluster: {nodes: 6, gpus_per_node: 4, gpu: h100-sxm}
+model: llama-2-7b
+training: {micro_batch: 1, seq_len: 2048, global_batch: 24, parallelism: {tensor: 4, pipeline: 2}}
+)");
+  const std::string shared = write_scenario("merge-shared", R"(
+name: merge-shared
+cluster: {nodes: 2, gpus_per_node: 4, gpu: h100-sxm}
+model: llama-2-7b
+training: {micro_batch: 1, seq_len: 2048, global_batch: 8, parallelism: {tensor: 2}, sharding: {strategy: zero, stage: 2},
+           offload: {optimizer: cpu}}
+)");
+  for (const auto& [file, fidelity] : {std::pair{merged, "full"}, std::pair{merged, "fast"}, std::pair{shared, "full"}}) {
+    INFO(file << " at " << fidelity << " fidelity");
+    const std::vector<std::string> args = {"run", file, "--backend", "sim", "--json", "--set", std::string("simulation.fidelity=") + fidelity};
+    auto every = args;
+    every.push_back("--every-flow");
+    const auto one = run_memtwin(args);
+    const auto all = run_memtwin(every);
+    INFO(one.err << all.err);
+    REQUIRE(one.exit_code == 0);
+    REQUIRE(all.exit_code == 0);
+    CHECK(one.out == all.out);
+    CHECK(nlohmann::json::parse(one.out)["simulated"]["flows"].get<long>() > 0);
+  }
 }
