@@ -165,7 +165,11 @@ const CollectiveMeetings::Folded& CollectiveMeetings::folded(const Op& op, const
   CollectivePlan plan = flows_on_simulated(op, meeting, group_index);
   const auto flows = static_cast<long>(plan.flows.size());
   if (lone_) {
-    if (auto stand_in = lone_->stand_in(communicator(meeting, group_index), plan.flows)) plan.flows = {plan.flows[*stand_in]};
+    if (auto kept = lone_->stand_ins(communicator(meeting, group_index), plan.flows)) {
+      std::vector<Flow> standing;
+      for (std::size_t i : *kept) standing.push_back(plan.flows[i]);
+      plan.flows = std::move(standing);
+    }
   }
   const std::vector<int>& group = (*groups_of_role_[meeting.role])[group_index];
   // Members meeting at the same op of the same program run it on the same stream, so each can

@@ -79,6 +79,14 @@ void add_ring_flows(CollectivePlan& out, const std::map<int, std::vector<int>>& 
   for (const auto& [node, rs] : by_node) node_ranks.push_back(rs);
   const int nodes = static_cast<int>(node_ranks.size());
   const int local = static_cast<int>(node_ranks.front().size());
+  if (std::any_of(node_ranks.begin(), node_ranks.end(), [&](const std::vector<int>& rs) { return static_cast<int>(rs.size()) != local; })) {
+    // Nodes holding unequal shares of the group (a hybrid-shard group of 6 over nodes of 4) have
+    // no rails to align: one ring through every rank in node order, crossing into each node once.
+    std::vector<int> ring;
+    for (const auto& rs : node_ranks) ring.insert(ring.end(), rs.begin(), rs.end());
+    for (int i = 0; i < n; ++i) out.flows.push_back({ring[i], ring[(i + 1) % n], per_rank});
+    return;
+  }
   const double inter = per_rank / local;
   const double intra = per_rank - inter;
   for (int a = 0; a < nodes; ++a) {

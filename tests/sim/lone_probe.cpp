@@ -5,7 +5,7 @@
 // between GPU slots:
 //   add COMMUNICATOR SRC DST            traffic over the route from SRC to DST (-1: a copy's)
 //   streams COMMUNICATOR                its collectives run on more than one stream
-//   ask COMMUNICATOR FLOW [FLOW]...     prints "flow INDEX" (the one standing for all) or "none"
+//   ask COMMUNICATOR FLOW [FLOW]...     prints "flows INDEX..." (those standing for all) or "all"
 #include <cstdio>
 #include <iostream>
 #include <sstream>
@@ -53,8 +53,11 @@ int main(int argc, char** argv) {
         flows.push_back({std::stoi(flow.substr(0, arrow)), std::stoi(flow.substr(arrow + 1, colon - arrow - 1)),
                          std::stod(flow.substr(colon + 1))});
       }
-      const auto stand_in = lone.stand_in(communicator, flows);
-      std::printf(stand_in ? "flow %zu\n" : "none\n", stand_in.value_or(0));
+      const auto kept = lone.stand_ins(communicator, flows);
+      std::string answer = kept ? "flows" : "all";
+      if (kept)
+        for (std::size_t i : *kept) answer += " " + std::to_string(i);
+      std::printf("%s\n", answer.c_str());
     } else {
       std::fprintf(stderr, "lone_probe: unknown command '%s'\n", command.c_str());
       return 2;

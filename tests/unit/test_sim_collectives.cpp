@@ -156,7 +156,7 @@ std::vector<std::string> lone_answers(const std::string& scenario, const std::st
 
 }  // namespace
 
-TEST_CASE("a collective alone on its links with alike flows runs as one of them and shared links or streams keep every flow", "[unit]") {
+TEST_CASE("a collective alone on its links runs one flow of each shape and shared links or streams keep every flow", "[unit]") {
   // Two nodes of 4 GPUs: slots 0-3 and 4-7. Communicator 0 is a ring inside node 0 (NVLink only).
   const std::string file = write_scenario("lone", R"(
 name: lone
@@ -169,20 +169,39 @@ training: {micro_batch: 1, seq_len: 2048, global_batch: 8}
   // Alone: one flow stands for the ring. Copies to and from the host cross PCIe, not NVLink, and
   // a ring across nodes on the same rail crosses NICs and uplinks: neither touches the ring's links.
   CHECK(lone_answers(file, ring + "add -1 g0 c0\nadd -1 c0 g0\nadd 1 g0 g4\nadd 1 g4 g0\n" + ask_ring) ==
-        std::vector<std::string>{"flow 0"});
+        std::vector<std::string>{"flows 0"});
   // Another communicator's flow over one of the ring's NVLink directions: every flow runs.
-  CHECK(lone_answers(file, ring + "add 2 g1 g2\n" + ask_ring) == std::vector<std::string>{"none"});
+  CHECK(lone_answers(file, ring + "add 2 g1 g2\n" + ask_ring) == std::vector<std::string>{"all"});
   // Its collectives on two streams could be in flight together: every flow runs.
-  CHECK(lone_answers(file, ring + "streams 0\n" + ask_ring) == std::vector<std::string>{"none"});
-  // Unequal bytes, a flow with none, a link direction crossed twice, a route never added: every flow runs.
+  CHECK(lone_answers(file, ring + "streams 0\n" + ask_ring) == std::vector<std::string>{"all"});
+  // Flows of unequal bytes, or with none, a link direction two flows share (one component of two,
+  // nothing alike beside it), a route never added: every flow runs.
   CHECK(lone_answers(file, ring + "ask 0 0>1:1e6 1>2:2e6\nask 0 0>1:0 1>2:0\nask 0 0>1:1e6 0>1:1e6\nask 0 0>1:1e6 1>0:1e6\n") ==
-        std::vector<std::string>{"none", "none", "none", "none"});
-  // Across nodes: two rails' rings share the nodes' uplinks, so neither is alone; one rail's ring
-  // is, but with an NVLink hop beside its NIC hop its routes differ and its flows are not alike.
+        std::vector<std::string>{"all", "all", "all", "all"});
+  // Across nodes: two rails' rings share the nodes' uplinks, so neither is alone; one rail's ring is
+  // (its two directions are alike); NVLink and NIC hops are not alike.
   CHECK(lone_answers(file, "add 1 g0 g4\nadd 1 g4 g0\nadd 2 g1 g5\nadd 2 g5 g1\nask 1 0>4:1e6 4>0:1e6\n") ==
-        std::vector<std::string>{"none"});
-  CHECK(lone_answers(file, "add 1 g0 g4\nadd 1 g4 g0\nask 1 0>4:1e6 4>0:1e6\nadd 3 g4 g5\nadd 3 g0 g4\nask 3 4>5:1e6 0>4:1e6\n") ==
-        std::vector<std::string>{"flow 0", "none"});
+        std::vector<std::string>{"all"});
+  CHECK(lone_answers(file, "add 1 g0 g4\nadd 1 g4 g0\nask 1 0>4:1e6 4>0:1e6\n") == std::vector<std::string>{"flows 0"});
+  CHECK(lone_answers(file, "add 3 g4 g5\nadd 3 g0 g4\nask 3 4>5:1e6 0>4:1e6\n") == std::vector<std::string>{"all"});
+  // A rail-aligned ring over both nodes (sim/collectives.cpp's order: each GPU's NIC flow, then its
+  // NVLink flow): each node's four NIC flows share its uplink and form one component, the other
+  // node's its twin; the NVLink flows are eight alike. Node 0's NIC flows and one NVLink flow stand
+  // for all sixteen. With unequal bytes in a component it runs whole (and so does its twin).
+  std::string rail, asked, mixed;
+  for (int a = 0; a < 2; ++a) {
+    for (int j = 0; j < 4; ++j) {
+      const int here = 4 * a + j, across = 4 * (1 - a) + j, beside = 4 * a + (j + 1) % 4;
+      rail += "add 4 g" + std::to_string(here) + " g" + std::to_string(across) + "\nadd 4 g" + std::to_string(here) + " g" +
+              std::to_string(beside) + "\n";
+      asked += " " + std::to_string(here) + ">" + std::to_string(across) + ":1e6 " + std::to_string(here) + ">" +
+               std::to_string(beside) + ":3e6";
+      mixed += " " + std::to_string(here) + ">" + std::to_string(across) + (j == 0 ? ":2e6 " : ":1e6 ") + std::to_string(here) +
+               ">" + std::to_string(beside) + ":3e6";
+    }
+  }
+  CHECK(lone_answers(file, rail + "ask 4" + asked + "\nask 4" + mixed + "\n") ==
+        std::vector<std::string>{"flows 0 1 2 4 6", "flows 0 1 2 4 6 8 10 12 14"});
 }
 
 TEST_CASE("merging lone collectives leaves every result as running every flow gives it, byte for byte", "[unit]") {
@@ -215,4 +234,24 @@ training: {micro_batch: 1, seq_len: 2048, global_batch: 8, parallelism: {tensor:
     CHECK(one.out == all.out);
     CHECK(nlohmann::json::parse(one.out)["simulated"]["flows"].get<long>() > 0);
   }
+}
+
+TEST_CASE("a group over nodes holding unequal shares of it runs as one ring in the collective model's time", "[unit]") {
+  // Six ranks over nodes of four (a hybrid-shard group of 6): no rails to align, one ring through
+  // all six; on idle links it takes the model's time, and a step with such groups simulates.
+  const std::string file = write_scenario("uneven-ring", R"(
+name: uneven-ring
+cluster: {nodes: 3, gpus_per_node: 4, gpu: h100-sxm, inter_node: {nics_per_node: 1}}
+model: {preset: llama-2-7b, layers: 4}
+training: {micro_batch: 1, seq_len: 2048, global_batch: 24, sharding: {strategy: fsdp, mode: hybrid_shard, shard_group: 6}}
+)");
+  const Scenario s = load_scenario_file(file).scenario;
+  for (const char* kind : {"all_gather", "reduce_scatter", "all_reduce"}) {
+    INFO(kind);
+    const CollectiveCost cost = CollectiveModel(s.cluster).cost(*parse_collective(kind), {6, 2}, 64e6);
+    CHECK(probe(file, kind, 64e6, 6) == Approx(cost.time().value()).epsilon(1e-6));
+  }
+  const auto step = sim_run(file, {"simulation.fidelity=full"});
+  CHECK(step["time"]["step_s"].get<double>() > 0);
+  CHECK(step["simulated"]["simulated_ranks"] == 12);
 }
