@@ -14,10 +14,10 @@ CollectiveMeetings::CollectiveMeetings(const Cluster& cluster, const Plan& plan,
                                        bool merge_lone)
     : cluster_(cluster), plan_(plan), slot_of_rank_(slot_of_rank), rank_of_slot_(rank_of_slot), platform_(platform),
       stand_ins_(stand_ins), full_node_of_gpu_(node_of_each_rank(plan.ranks(), cluster)) {
-  std::map<std::string, int> role_id, tag_id;
+  std::map<std::string, int> tag_id;
   int communicators = 0;
   for (const auto& [role, groups] : plan_.groups) {
-    role_id.emplace(role, static_cast<int>(groups_of_role_.size()));
+    role_id_.emplace(role, static_cast<int>(groups_of_role_.size()));
     groups_of_role_.push_back(&groups);
     first_communicator_of_role_.push_back(communicators);
     communicators += static_cast<int>(groups.size());
@@ -29,7 +29,7 @@ CollectiveMeetings::CollectiveMeetings(const Cluster& cluster, const Plan& plan,
   }
   for (int rank : rank_of_slot_) {
     std::vector<int> by_role(groups_of_role_.size(), -1);
-    for (const auto& [role, index] : plan_.group_of_rank[rank]) by_role[role_id.at(role)] = index;
+    for (const auto& [role, index] : plan_.group_of_rank[rank]) by_role[role_id_.at(role)] = index;
     group_of_slot_.push_back(std::move(by_role));
   }
   for (const Program& program : plan_.programs) {
@@ -38,7 +38,7 @@ CollectiveMeetings::CollectiveMeetings(const Cluster& cluster, const Plan& plan,
       const Op& op = program.ops[i];
       if (op.kind != OpKind::collective) continue;
       Meeting& m = meetings[i];
-      m.role = role_id.at(op.role);
+      m.role = role_id_.at(op.role);
       m.family = op.role.rfind("pp_", 0) == 0 ? kPipelineFamily : m.role;
       m.name = op.tag.empty() ? static_cast<int>(i) : -1 - tag_id.emplace(op.tag, static_cast<int>(tag_id.size())).first->second;
     }
@@ -69,14 +69,14 @@ void CollectiveMeetings::find_lone_collectives() {
       lone_->on_several_streams(first_communicator_of_role_[role] + static_cast<int>(g));
   }
   // Every flow each simulated rank's collectives will start, and every copy's route.
-  std::set<std::tuple<Collective, int, int, double>> added;
+  std::map<std::tuple<Collective, int, int, double>, std::pair<const Op*, const Meeting*>> added;
   for (std::size_t slot = 0; slot < rank_of_slot_.size(); ++slot) {
     const int program = plan_.program_of_rank[rank_of_slot_[slot]];
     for (std::uint32_t i : distinct_ops[static_cast<std::size_t>(program)]) {
       const Op& op = plan_.programs[static_cast<std::size_t>(program)].ops[i];
       const Meeting& meeting = meetings_[static_cast<std::size_t>(program)][i];
       const int group_index = group_of_slot_[slot][static_cast<std::size_t>(meeting.role)];
-      if (!added.emplace(op.collective, meeting.role, group_index, op.bytes_total).second) continue;
+      if (!added.try_emplace({op.collective, meeting.role, group_index, op.bytes_total}, &op, &meeting).second) continue;
       for (const Flow& f : flows_on_simulated(op, meeting, group_index).flows) {
         lone_->add(communicator(meeting, group_index), platform_.gpus[static_cast<std::size_t>(f.src)],
                    platform_.gpus[static_cast<std::size_t>(f.dst)]);
@@ -90,6 +90,21 @@ void CollectiveMeetings::find_lone_collectives() {
       if (op.direction == CopyDirection::host_to_device) lone_->add(LoneCollectives::kNeverAlone, cpu, gpu);
     }
   }
+  // With every route known, each collective's flows are decided (and what the step will run is
+  // known before it starts: transfer_share).
+  for (const auto& [key, what] : added) folded(*what.first, *what.second, std::get<2>(key));
+}
+
+double CollectiveMeetings::transfer_share(Collective kind, const std::string& role, double bytes) const {
+  const auto id = role_id_.find(role);
+  if (!lone_ || id == role_id_.end()) return 1.0;
+  double flows = 0, run = 0;
+  for (const auto& [key, f] : folded_) {
+    if (std::get<0>(key) != kind || std::get<1>(key) != id->second || std::get<3>(key) != bytes) continue;
+    flows += static_cast<double>(f.flows);
+    run += static_cast<double>(f.plan.flows.size());
+  }
+  return flows > 0 ? run / flows : 1.0;
 }
 
 void CollectiveMeetings::open_inboxes(const std::set<Stream>& streams) {

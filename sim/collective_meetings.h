@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -43,6 +44,10 @@ class CollectiveMeetings {
   /// Makes each simulated rank's mailbox for the collectives it runs on each stream. Call before
   /// the actors start: making one is a simcall, which would let other actors see a half-made table.
   void open_inboxes(const std::set<Stream>& streams);
+
+  /// Of the flows of the collectives of this kind, role and bytes, the share that starts SimGrid
+  /// transfers (1 unless constructed with `merge_lone`).
+  [[nodiscard]] double transfer_share(Collective kind, const std::string& role, double bytes) const;
 
   /// The communicator group (global ranks) of `rank`'s collective op `index`.
   [[nodiscard]] const std::vector<int>& group(int rank, std::uint32_t index) const;
@@ -98,6 +103,7 @@ class CollectiveMeetings {
   std::vector<std::vector<int>> group_of_slot_;     ///< by slot and role id: its group's index
   std::vector<std::vector<int>> members_of_group_;  ///< by role id and group: simulated members
   std::vector<int> first_communicator_of_role_;     ///< by role id: its groups' ids follow
+  std::map<std::string, int> role_id_;
   std::unique_ptr<LoneCollectives> lone_;           ///< with merge_lone only
   std::map<std::tuple<int, int, int>, std::unique_ptr<Rendezvous>> rendezvous_;  ///< (name, family, group)
   std::map<std::tuple<Collective, int, int, double>, Folded> folded_;

@@ -19,13 +19,15 @@ namespace {
 
 // Per-unit costs on the reference machine (2-core AMD EPYC, Debian 12, SimGrid 3.32), fitted to
 // the runs in docs/reliability.md; an estimate, stated as one. A training step costs per op
-// execution (and per member of a collective laid out) and per flow its collectives start, and
-// each costs more the more ranks are simulated: every rank's actors switch in turn, and past about
-// a thousand ranks their stacks and state no longer stay in the caches (the 1,024-rank step runs
-// the same instructions per op as the 512-rank one at two thirds of the rate).
-constexpr double kStepSecondsPerUnit = 4.2e-7;
-constexpr double kStepSecondsPerFlow = 1.3e-6;
-constexpr double kRanksDoublingStepCost = 1100;  // simulated ranks at which each unit costs twice
+// execution (and per member of a collective laid out), per op of a traced rank (its own SimGrid
+// activity and trace event, where untraced ranks run consecutive compute as one) and per SimGrid
+// transfer its collectives start, and each costs more the more ranks are simulated: every rank's
+// actors switch in turn, and past a few thousand ranks their stacks and state no longer stay in
+// the caches (1 + (ranks / kRanksDoublingStepCost)^2).
+constexpr double kStepSecondsPerUnit = 3.3e-7;
+constexpr double kStepSecondsPerTracedOp = 1.6e-7;
+constexpr double kStepSecondsPerTransfer = 5.3e-6;
+constexpr double kRanksDoublingStepCost = 3200;  // simulated ranks at which each unit costs twice
 constexpr double kStepBytesPerUnit = 10;
 // A traced op: its event (about 80 bytes) and, with --out, its line of trace.json (about 140),
 // which is written event by event (models/plan/trace_document.h). Fitted on a 3,200-layer quick
@@ -74,7 +76,7 @@ std::string duration_text(double seconds) {
 }  // namespace
 
 WorkEstimate estimate_step(const Plan& plan, const Cluster& cluster, const std::vector<int>& simulated_ranks, int trace_ranks,
-                           long actors) {
+                           long actors, const TransferShare& share) {
   // Every simulated rank executes each op of its program; a collective's flows are laid out once
   // per kind, role and size (one flow per member of its group) and reused, so each distinct one
   // costs its group's size or, when several groups lie among the simulated ranks, their members
@@ -84,8 +86,9 @@ WorkEstimate estimate_step(const Plan& plan, const Cluster& cluster, const std::
   std::map<int, double> ranks_of_program;
   for (int r : simulated_ranks) ranks_of_program[plan.program_of_rank[r]] += 1;
   const std::vector<int> node_of_gpu = node_of_each_rank(plan.ranks(), cluster);
-  std::map<std::tuple<Collective, std::string, double>, double> flows_per_member;  // by distinct collective
-  double units = 0, flows = 0, executed = 0, plan_ops = 0, traced = 0;
+  // By distinct collective: its flows per member, and of them those SimGrid runs.
+  std::map<std::tuple<Collective, std::string, double>, std::pair<double, double>> flows_per_member;
+  double units = 0, flows = 0, transfers = 0, executed = 0, plan_ops = 0, traced = 0;
   for (const Program& program : plan.programs) plan_ops += static_cast<double>(program.ops.size());
   for (const auto& [program, ranks] : ranks_of_program) {
     for (const Op& op : plan.programs[program].ops) {
@@ -95,15 +98,18 @@ WorkEstimate estimate_step(const Plan& plan, const Cluster& cluster, const std::
       const auto groups = plan.groups.find(op.role);
       if (groups == plan.groups.end() || groups->second.empty()) continue;
       const std::vector<int>& group = groups->second.front();
-      auto [distinct, first_seen] = flows_per_member.try_emplace({op.collective, op.role, op.bytes_total}, 0.0);
+      auto [distinct, first_seen] = flows_per_member.try_emplace({op.collective, op.role, op.bytes_total}, 0.0, 0.0);
+      auto& [per_member, run_per_member] = distinct->second;
       if (first_seen) {
         units += std::max(static_cast<double>(group.size()), ranks);
         if (group.size() >= 2) {
-          distinct->second = static_cast<double>(plan_collective(op.collective, group, op.bytes_total, node_of_gpu, cluster).flows.size()) /
-                             static_cast<double>(group.size());
+          per_member = static_cast<double>(plan_collective(op.collective, group, op.bytes_total, node_of_gpu, cluster).flows.size()) /
+                       static_cast<double>(group.size());
+          run_per_member = per_member * (share ? share(op.collective, op.role, op.bytes_total) : 1.0);
         }
       }
-      flows += ranks * distinct->second;
+      flows += ranks * per_member;
+      transfers += ranks * run_per_member;
     }
   }
   for (int r : simulated_ranks) {
@@ -113,13 +119,15 @@ WorkEstimate estimate_step(const Plan& plan, const Cluster& cluster, const std::
   }
   WorkEstimate e;
   e.units = units;
-  e.seconds = (units * kStepSecondsPerUnit + flows * kStepSecondsPerFlow) *
-              (1 + static_cast<double>(simulated_ranks.size()) / kRanksDoublingStepCost);
+  const double rank_factor = static_cast<double>(simulated_ranks.size()) / kRanksDoublingStepCost;
+  e.seconds = (units * kStepSecondsPerUnit + traced * kStepSecondsPerTracedOp + transfers * kStepSecondsPerTransfer) *
+              (1 + rank_factor * rank_factor);
   e.bytes = kBaseBytes + plan_ops * kPlanBytesPerOp + traced * kTraceBytesPerEvent + units * kStepBytesPerUnit +
             static_cast<double>(plan.program_of_rank.size()) * kStepBytesPerRank;
   e.actors = static_cast<double>(actors);
   e.what = "a training step of " + std::to_string(simulated_ranks.size()) + " simulated ranks executing " +
-           scientific(executed) + " ops and starting " + scientific(flows) + " flows";
+           scientific(executed) + " ops and starting " + scientific(flows) + " flows" +
+           (transfers < flows ? " (" + scientific(transfers) + " of them run, standing for the rest)" : "");
   return e;
 }
 
@@ -149,41 +157,64 @@ double available_memory_bytes() {
   return std::min(available, as);
 }
 
+namespace {
+
+// What a refusal says and where it points.
+struct Refusal {
+  std::string estimate;  ///< the work, its time and memory
+  std::string ways_out;  ///< what to change instead
+  std::string lever;     ///< the key to change
+  Refusal(const Scenario& scenario, const WorkEstimate& e) {
+    estimate = e.what + ": about " + duration_text(e.seconds) + " and " + human_bytes(Bytes(static_cast<std::int64_t>(e.bytes))) +
+               " on the reference machine";
+    const bool jobs = !scenario.jobs.empty();
+    ways_out = jobs                ? "fewer or smaller jobs (each job is simulated at full fidelity, alone and together)"
+               : scenario.training ? "simulation.fidelity: fast (one node pair per stage), a larger training.micro_batch "
+                                     "(fewer micro-batches), or --backend analytic (memory without a simulation)"
+                                   : "fewer inference.workload.requests (the percentiles settle long before a million), "
+                                     "or --backend analytic";
+    lever = jobs ? "jobs" : scenario.training ? "simulation.fidelity" : "inference.workload.requests";
+  }
+};
+
+// Located at the scenario file and the key to change, as bad input is (exit 2).
+[[noreturn]] void refuse(const Scenario& scenario, const std::string& key, const std::string& message) {
+  throw ScenarioError({scenario.source_file}, key, message);
+}
+
+}  // namespace
+
 void refuse_beyond_machine(const Scenario& scenario, const WorkEstimate& e) {
-  const double limit_s = scenario.simulation.time_limit.value();
+  refuse_beyond_memory(scenario, e);
+  refuse_beyond_time(scenario, e);
+}
+
+void refuse_beyond_memory(const Scenario& scenario, const WorkEstimate& e) {
   const double memory = available_memory_bytes();
-  const std::string estimate = e.what + ": about " + duration_text(e.seconds) + " and " +
-                               human_bytes(Bytes(static_cast<std::int64_t>(e.bytes))) +
-                               " on the reference machine";
-  const bool jobs = !scenario.jobs.empty();
-  const std::string ways_out =
-      jobs                ? "fewer or smaller jobs (each job is simulated at full fidelity, alone and together)"
-      : scenario.training ? "simulation.fidelity: fast (one node pair per stage), a larger training.micro_batch "
-                            "(fewer micro-batches), or --backend analytic (memory without a simulation)"
-                          : "fewer inference.workload.requests (the percentiles settle long before a million), "
-                            "or --backend analytic";
-  // Located at the scenario file and the key to change, as bad input is (exit 2).
-  const auto refuse = [&](const std::string& key, const std::string& message) {
-    throw ScenarioError({scenario.source_file}, key, message);
-  };
-  const std::string lever = jobs ? "jobs" : scenario.training ? "simulation.fidelity" : "inference.workload.requests";
+  const Refusal r(scenario, e);
+  const auto& [estimate, ways_out, lever] = r;
   if (e.bytes > memory) {
-    refuse(lever, "simulating " + estimate + ", more than the " +
+    refuse(scenario, lever, "simulating " + estimate + ", more than the " +
                       human_bytes(Bytes(static_cast<std::int64_t>(memory))) + " this machine has free; use " + ways_out);
   }
   const double address_space = e.bytes + e.actors * kActorStackBytes;
   if (address_space > address_space_limit()) {
-    refuse(lever, "simulating " + estimate + ", whose " + std::to_string(static_cast<long>(e.actors)) +
+    refuse(scenario, lever, "simulating " + estimate + ", whose " + std::to_string(static_cast<long>(e.actors)) +
                       " actors' stacks (8 MiB each) make about " +
                       human_bytes(Bytes(static_cast<std::int64_t>(address_space))) + " of address space, more than the " +
                       human_bytes(Bytes(static_cast<std::int64_t>(address_space_limit()))) +
                       " this process may map (ulimit -v); raise the limit, or use " + ways_out);
   }
+}
+
+void refuse_beyond_time(const Scenario& scenario, const WorkEstimate& e) {
+  const double limit_s = scenario.simulation.time_limit.value();
+  const Refusal r(scenario, e);
   if (e.seconds > limit_s) {
-    refuse("simulation.time_limit", "simulating " + estimate + ", past simulation.time_limit (" + duration_text(limit_s) +
-                      "); raise it to wait, or use " + ways_out);
+    refuse(scenario, "simulation.time_limit", "simulating " + r.estimate + ", past simulation.time_limit (" + duration_text(limit_s) +
+                      "); raise it to wait, or use " + r.ways_out);
   }
-  if (e.seconds > kAnnounceSeconds) std::cerr << "memtwin: simulating " << estimate << "\n";
+  if (e.seconds > kAnnounceSeconds) std::cerr << "memtwin: simulating " << r.estimate << "\n";
 }
 
 }  // namespace memtwin::sim

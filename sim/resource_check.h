@@ -5,6 +5,7 @@
 // reference machine (docs/reliability.md), and a run past `simulation.time_limit` or past
 // the memory this machine has free is refused with the estimate and what to change, instead of
 // running for hours or being killed. A long run that is allowed says its estimate up front.
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,10 +23,15 @@ struct WorkEstimate {
   std::string what;    ///< "a training step of 8 ranks, 1.2e6 ops", for messages
 };
 
+/// Of a collective's flows (by kind, communicator role and bytes), the share SimGrid runs: less
+/// than 1 where some flows stand for the others (sim/lone_collectives.h).
+using TransferShare = std::function<double(Collective, const std::string& role, double bytes)>;
+
 /// A training step on `cluster` whose `simulated_ranks` run their programs of `plan` on `actors`
-/// actors, the first `trace_ranks` of them recording trace events.
+/// actors, the first `trace_ranks` of them recording trace events; `share` says how many of the
+/// collectives' flows start SimGrid transfers (every one, unless given).
 WorkEstimate estimate_step(const Plan& plan, const Cluster& cluster, const std::vector<int>& simulated_ranks, int trace_ranks,
-                           long actors);
+                           long actors, const TransferShare& share = {});
 
 /// A serving run of these requests.
 WorkEstimate estimate_serving(const std::vector<Request>& requests);
@@ -33,8 +39,11 @@ WorkEstimate estimate_serving(const std::vector<Request>& requests);
 /// Throws ScenarioError (exit 2: the scenario file and the key to change) when `estimate` exceeds the scenario's time limit, the memory this
 /// machine has available, or (with the actors' stacks) the address space this process may map
 /// (RLIMIT_AS, `ulimit -v`), naming them and the ways out; writes the estimate to stderr when the
-/// run is expected to take more than 10 s.
+/// run is expected to take more than 10 s. refuse_beyond_machine checks both; a caller that knows
+/// the time better once the simulation is set up checks the memory first and the time then.
 void refuse_beyond_machine(const Scenario& scenario, const WorkEstimate& estimate);
+void refuse_beyond_memory(const Scenario& scenario, const WorkEstimate& estimate);
+void refuse_beyond_time(const Scenario& scenario, const WorkEstimate& estimate);
 
 /// Memory this process may still use: MemAvailable, or RLIMIT_AS when that is lower.
 double available_memory_bytes();

@@ -102,6 +102,11 @@ class Simulation final : public PlanRun {
     return out;
   }
 
+  /// What the collectives' flows will run as (the resource estimate's transfers).
+  TransferShare transfer_share() const {
+    return [this](Collective kind, const std::string& role, double bytes) { return collectives_->transfer_share(kind, role, bytes); };
+  }
+
   void report_progress_to(Progress* progress) {
     progress_ = progress;
     total_ops_ = 0;
@@ -361,10 +366,13 @@ StepSimulation simulate_step(const Scenario& scenario, const Plan& plan, int tra
   std::vector<int> ranks;
   for (int node : nodes)
     for (int g = 0; g < scenario.cluster.gpus_per_node; ++g) ranks.push_back(node * scenario.cluster.gpus_per_node + g);
-  refuse_beyond_machine(scenario, estimate_step(plan, scenario.cluster, ranks, trace_ranks, actors));
+  // Memory first (what setting up the simulation would take); the time once the simulation knows
+  // which flows stand for others.
+  refuse_beyond_memory(scenario, estimate_step(plan, scenario.cluster, ranks, trace_ranks, actors));
   auto engine = make_engine(2 * actors + spare <= maps);
   Simulation sim(scenario, plan, trace_ranks, nodes, build_platform(Simulation::reduced(scenario.cluster, nodes.size())),
                  scenario.simulation.merge_lone_collectives);
+  refuse_beyond_time(scenario, estimate_step(plan, scenario.cluster, ranks, trace_ranks, actors, sim.transfer_share()));
   sim.report_progress_to(progress);
   sim.start_actors();
   engine->run();
