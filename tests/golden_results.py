@@ -8,6 +8,11 @@ review sees which scenarios moved.
     golden_results.py MEMTWIN ROOT            check the cases recorded under 2 s
     golden_results.py MEMTWIN ROOT --all      check every case
     golden_results.py MEMTWIN ROOT --update   run every case and rewrite tests/golden/results.tsv
+    golden_results.py MEMTWIN ROOT --every-flow [--all]
+                                              check them with `memtwin run --every-flow`: where a few
+                                              of a collective's flows stand for the others
+                                              (sim/lone_collectives.h), running all of them must give
+                                              the same bytes
 """
 import hashlib
 import pathlib
@@ -33,9 +38,10 @@ def cases(root):
     return [(s, "") for s in found] + EXTRA
 
 
-def run(memtwin, root, scenario, args):
+def run(memtwin, root, scenario, args, every_flow=False):
     start = time.monotonic()
-    proc = subprocess.run([memtwin, "run", scenario, "--backend", "sim", "--json", *args.split()], cwd=root,
+    proc = subprocess.run([memtwin, "run", scenario, "--backend", "sim", "--json", *args.split(),
+                           *(["--every-flow"] if every_flow else [])], cwd=root,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600)
     return proc.returncode, hashlib.sha256(proc.stdout).hexdigest(), time.monotonic() - start, proc.stderr.decode(errors="replace")
 
@@ -54,8 +60,11 @@ def main():
     if len(sys.argv) < 3:
         sys.exit(__doc__)
     memtwin, root = sys.argv[1], pathlib.Path(sys.argv[2]).resolve()
-    mode = sys.argv[3] if len(sys.argv) > 3 else ""
-    if mode == "--update":
+    flags = set(sys.argv[3:])
+    if not flags <= {"--all", "--update", "--every-flow"} or ("--update" in flags and len(flags) > 1):
+        sys.exit(__doc__)
+    every_flow = "--every-flow" in flags
+    if "--update" in flags:
         lines = [HEADER]
         for scenario, args in cases(root):
             code, digest, seconds, err = run(memtwin, root, scenario, args)
@@ -71,16 +80,16 @@ def main():
     failures = [f"{s} {a}: not recorded (run {sys.argv[0]} MEMTWIN ROOT --update)" for s, a in missing]
     checked = 0
     for scenario, args, code, digest, seconds in rows:
-        if mode != "--all" and seconds >= QUICK_S:
+        if "--all" not in flags and seconds >= QUICK_S:
             continue
-        got_code, got_digest, _, err = run(memtwin, root, scenario, args)
+        got_code, got_digest, _, err = run(memtwin, root, scenario, args, every_flow)
         checked += 1
         if (got_code, got_digest) != (code, digest):
             failures.append(f"{scenario} {args}: exit {got_code} (recorded {code}), sha256 {got_digest} (recorded {digest})"
                             + (f"\n{err.strip()}" if got_code not in (0, 3) else ""))
     for f in failures:
         print("CHANGED:", f)
-    print(f"{checked} golden cases checked, {len(failures)} changed")
+    print(f"{checked} golden cases checked{' with every flow running' if every_flow else ''}, {len(failures)} changed")
     sys.exit(1 if failures else 0)
 
 
