@@ -41,7 +41,7 @@ void LoneCollectives::add(int communicator, const sg4::Host* src, const sg4::Hos
 
 bool LoneCollectives::alone(int communicator) const {
   if (communicator == kNeverAlone) return false;
-  if (std::find(several_streams_.begin(), several_streams_.end(), communicator) != several_streams_.end()) return false;
+  if (several_streams_.count(communicator)) return false;
   auto mine = links_of_.find(communicator);
   if (mine == links_of_.end()) return false;
   return std::all_of(mine->second.begin(), mine->second.end(),

@@ -50,7 +50,7 @@ class LoneCollectives {
   void add(int communicator, const simgrid::s4u::Host* src, const simgrid::s4u::Host* dst);
   /// Records that some member runs `communicator`'s collectives on more than one stream: two of them
   /// may then be in flight together, so it is never alone.
-  void on_several_streams(int communicator) { several_streams_.push_back(communicator); }
+  void on_several_streams(int communicator) { several_streams_.insert(communicator); }
 
   /// Where `communicator` is alone on its links, the flows (indices into `flows`: one collective's
   /// on platform slots, all added before) that end when all of `flows` would; nullopt where that
@@ -76,7 +76,7 @@ class LoneCollectives {
   std::map<std::pair<const simgrid::s4u::Host*, const simgrid::s4u::Host*>, Route> routes_;
   std::unordered_map<const simgrid::s4u::Link*, int> user_of_link_;  ///< a communicator, or kShared
   std::unordered_map<int, std::unordered_set<const simgrid::s4u::Link*>> links_of_;  ///< by communicator
-  std::vector<int> several_streams_;
+  std::unordered_set<int> several_streams_;
 };
 
 }  // namespace memtwin::sim
