@@ -1,10 +1,11 @@
 #pragma once
 // The resource pre-check: before SimGrid starts, the work a simulation will do is estimated from
 // what it is given (the plan's ops on the simulated ranks, the flows its collectives build and of
-// them those SimGrid runs; the requests' decode steps), turned into wall time and memory with per-unit costs measured on the
-// reference machine (docs/reliability.md), and a run past `simulation.time_limit` or past
-// the memory this machine has free is refused with the estimate and what to change, instead of
-// running for hours or being killed. A long run that is allowed says its estimate up front.
+// them those SimGrid runs; the requests' decode steps), turned into wall time and memory with
+// per-unit costs measured on the reference machine (docs/reliability.md), and a run past
+// `simulation.time_limit` or past the memory this machine has free is refused with the estimate
+// and what to change, instead of running for hours or being killed. A long run that is allowed
+// says its estimate up front.
 #include <functional>
 #include <string>
 #include <vector>
