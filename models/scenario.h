@@ -400,8 +400,9 @@ struct Inference {
 struct SimulationSpec {
   Fidelity fidelity = Fidelity::full;
   Seconds time_limit{600};  ///< a simulation estimated to take longer is refused (sim/resource_check.h)
-  /// A collective alone on its links whose flows are alike runs as one of them, with the same times
-  /// (sim/lone_collectives.h); false runs every flow.
+  /// A collective alone on its links runs as the few of its flows that stand for the rest, with the
+  /// same times (sim/lone_collectives.h); false runs every flow. Not a scenario key (results do not
+  /// depend on it): `memtwin run --every-flow` sets it.
   bool merge_lone_collectives = true;
 };
 

@@ -34,9 +34,9 @@ struct StandIns {
 class CollectiveMeetings {
  public:
   /// The references must outlive this object (they are the step simulation's own). With
-  /// `merge_lone`, a collective alone on its links whose flows are alike runs as one of them
-  /// (sim/lone_collectives.h): pass it only where nothing but this plan's collectives and copies
-  /// crosses the platform's links, and nothing meters them link by link.
+  /// `merge_lone`, a collective alone on its links runs as the few of its flows that stand for the
+  /// rest (sim/lone_collectives.h): pass it only where nothing but this plan's collectives and
+  /// copies crosses the platform's links, and nothing meters them link by link.
   CollectiveMeetings(const Cluster& cluster, const Plan& plan, const std::vector<int>& slot_of_rank,
                      const std::vector<int>& rank_of_slot, const Platform& platform, StandIns stand_ins,
                      bool merge_lone = false);

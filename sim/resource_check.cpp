@@ -192,18 +192,17 @@ void refuse_beyond_machine(const Scenario& scenario, const WorkEstimate& e) {
 void refuse_beyond_memory(const Scenario& scenario, const WorkEstimate& e) {
   const double memory = available_memory_bytes();
   const Refusal r(scenario, e);
-  const auto& [estimate, ways_out, lever] = r;
   if (e.bytes > memory) {
-    refuse(scenario, lever, "simulating " + estimate + ", more than the " +
-                      human_bytes(Bytes(static_cast<std::int64_t>(memory))) + " this machine has free; use " + ways_out);
+    refuse(scenario, r.lever, "simulating " + r.estimate + ", more than the " +
+                      human_bytes(Bytes(static_cast<std::int64_t>(memory))) + " this machine has free; use " + r.ways_out);
   }
   const double address_space = e.bytes + e.actors * kActorStackBytes;
   if (address_space > address_space_limit()) {
-    refuse(scenario, lever, "simulating " + estimate + ", whose " + std::to_string(static_cast<long>(e.actors)) +
+    refuse(scenario, r.lever, "simulating " + r.estimate + ", whose " + std::to_string(static_cast<long>(e.actors)) +
                       " actors' stacks (8 MiB each) make about " +
                       human_bytes(Bytes(static_cast<std::int64_t>(address_space))) + " of address space, more than the " +
                       human_bytes(Bytes(static_cast<std::int64_t>(address_space_limit()))) +
-                      " this process may map (ulimit -v); raise the limit, or use " + ways_out);
+                      " this process may map (ulimit -v); raise the limit, or use " + r.ways_out);
   }
 }
 

@@ -92,7 +92,7 @@ int cmd_run(const Args& args) {
                                    "step time and peak memory to all of them (depth_scaling)")
       ("json", po::bool_switch(), "print exactly one JSON document (memtwin.result/1) on stdout")
       ("every-flow", po::bool_switch(), "sim backend, training: run every flow of every collective (by default a collective "
-                                        "alone on its links whose flows are alike runs as one of them: the same times)")
+                                        "alone on its links runs as the few flows that stand for the rest: the same times)")
       ("out", po::value<std::string>(), "directory for output files (result.json, ...)")
       ("emit-plan", po::value<std::string>(), "write what runs as JSON to FILE: the training Plan (memtwin.training_plan/1) "
                                              "or the serving iteration plan (memtwin.iteration_plan/1)")
