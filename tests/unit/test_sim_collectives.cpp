@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 #include <set>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -221,7 +222,8 @@ model: llama-2-7b
 training: {micro_batch: 1, seq_len: 2048, global_batch: 8, parallelism: {tensor: 2}, sharding: {strategy: zero, stage: 2},
            offload: {optimizer: cpu}}
 )");
-  for (const auto& [file, fidelity] : {std::pair{merged, "full"}, std::pair{merged, "fast"}, std::pair{shared, "full"}}) {
+  for (const auto& [file, fidelity, merges] : {std::tuple{merged, "full", true}, std::tuple{merged, "fast", true},
+                                                std::tuple{shared, "full", false}}) {
     INFO(file << " at " << fidelity << " fidelity");
     const std::vector<std::string> args = {"run", file, "--backend", "sim", "--json", "--set", std::string("simulation.fidelity=") + fidelity};
     auto every = args;
@@ -233,6 +235,16 @@ training: {micro_batch: 1, seq_len: 2048, global_batch: 8, parallelism: {tensor:
     REQUIRE(all.exit_code == 0);
     CHECK(one.out == all.out);
     CHECK(nlohmann::json::parse(one.out)["simulated"]["flows"].get<long>() > 0);
+    // Whether some flows stood for others: the pre-check's refusal counts the flows SimGrid runs.
+    auto refused = args;
+    refused.insert(refused.end(), {"--set", "simulation.time_limit=1us"});
+    auto refused_every = refused;
+    refused_every.push_back("--every-flow");
+    const auto estimate = run_memtwin(refused), estimate_every = run_memtwin(refused_every);
+    CHECK(estimate.exit_code == 2);
+    CHECK(estimate_every.exit_code == 2);
+    CHECK((estimate.err.find("standing for the rest") != std::string::npos) == merges);
+    CHECK(estimate_every.err.find("standing for the rest") == std::string::npos);
   }
 }
 
