@@ -63,22 +63,27 @@ inline __m512 fold_sum(__m512 v) {
   return v;
 }
 
-// The sums of sixteen vectors' lanes as one vector: lane i is the sum of v[i]. Four halving steps,
-// each adding two vectors' halves side by side (45 instructions for 16 sums). The last step leaves
-// input 4i + c in lane 4c + i, so the inputs are taken in the transposed order.
-inline __m512 horizontal_sums16(const __m512* v) {
+// Sixteen vectors' lanes each combined by `op` (add: sums; max: maxima) as one vector: lane i for
+// v[i]. Four halving steps, each combining two vectors' halves side by side (45 instructions for
+// 16 results). The last step leaves input 4i + c in lane 4c + i, so the inputs are taken in the
+// transposed order.
+template <class Op>
+inline __m512 horizontal16(const __m512* v, Op op) {
   auto in = [v](int k) { return v[(k % 4) * 4 + k / 4]; };
   __m512 x[8], z[4], u[2];
   for (int k = 0; k < 8; ++k) {
     const __m512 a = in(2 * k), b = in(2 * k + 1);
-    x[k] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)), _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+    x[k] = op(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)), _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
   }
   for (int k = 0; k < 4; ++k) {
     const __m512 a = x[2 * k], b = x[2 * k + 1];
-    z[k] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+    z[k] = op(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
   }
-  for (int k = 0; k < 2; ++k) u[k] = _mm512_add_ps(_mm512_unpacklo_ps(z[2 * k], z[2 * k + 1]), _mm512_unpackhi_ps(z[2 * k], z[2 * k + 1]));
-  return _mm512_add_ps(_mm512_shuffle_ps(u[0], u[1], _MM_SHUFFLE(1, 0, 1, 0)), _mm512_shuffle_ps(u[0], u[1], _MM_SHUFFLE(3, 2, 3, 2)));
+  for (int k = 0; k < 2; ++k) u[k] = op(_mm512_unpacklo_ps(z[2 * k], z[2 * k + 1]), _mm512_unpackhi_ps(z[2 * k], z[2 * k + 1]));
+  return op(_mm512_shuffle_ps(u[0], u[1], _MM_SHUFFLE(1, 0, 1, 0)), _mm512_shuffle_ps(u[0], u[1], _MM_SHUFFLE(3, 2, 3, 2)));
+}
+inline __m512 horizontal_sums16(const __m512* v) {
+  return horizontal16(v, [](__m512 a, __m512 b) { return _mm512_add_ps(a, b); });
 }
 
 // Softmax of G heads' token-major scores [t][g] (ctx tokens) in place: exp(s - max_g) for each

@@ -260,12 +260,16 @@ void attend(const DecodeAttentionArgs& a, int seq, const Heads& heads, bool vnni
   }
   const std::int32_t* table = a.block_tables + static_cast<std::size_t>(seq) * a.max_blocks_per_seq;
   scores.resize(static_cast<std::size_t>(q_heads) * ctx);
-  if (vnni) {
-    vnni_key_scores(a, seq, heads.first, heads.count, scores.data());
-  } else {
-    key_scores<G, C>(a, table, q, heads, ctx, scores.data());
-  }
   denominators.resize(static_cast<std::size_t>(q_heads));
+  if (vnni) {  // integer K and V passes: scores a query head's row after another
+    vnni_key_scores(a, seq, heads.first, heads.count, scores.data());
+    for (int head = 0; head < q_heads; ++head)
+      softmax<1>(scores.data() + static_cast<std::size_t>(head) * ctx, ctx, denominators.data() + head);
+    write_probabilities(a, seq, heads.first * G, q_heads, scores.data(), denominators.data());
+    if (a.out) vnni_weighted_values(a, seq, heads.first, heads.count, scores.data(), denominators.data());
+    return;
+  }
+  key_scores<G, C>(a, table, q, heads, ctx, scores.data());
   for (int h = 0; h < heads.count; ++h)
     softmax<G>(scores.data() + static_cast<std::size_t>(h) * ctx * G, ctx, denominators.data() + static_cast<std::size_t>(h) * G);
   if (a.probs) {  // write_probabilities takes the numerators head-major

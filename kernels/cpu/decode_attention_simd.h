@@ -55,11 +55,18 @@ void attend_kivi_avx512(const KiviDecodeArgs& a, int seq, int first_kv_head, int
 /// Whether vnni_key_scores takes this format: int8 or int4 with groups a multiple of 32 channels
 /// up to 128, in a build with the kernel (decode_attention_vnni.cpp).
 bool vnni_takes(const KvFormat& f);
-/// The AVX-512 kernel's K pass with VNNI, for formats vnni_takes: scores[h][t][g] = scale x q'_{h,g} . k_{h,t}
+/// The AVX-512 kernel's K pass with VNNI, for formats vnni_takes: scores[h][g][t] = scale x q'_{h,g} . k_{h,t}
 /// for the KV heads `first_kv_head` .. + `kv_heads` - 1 of sequence `seq` (its `ctx` tokens) and
 /// their G = q_heads / kv_heads query heads (1, 2, 4 or 8), q' each query head rounded by
-/// round_query_to_bytes with the cache's group. `scores` holds kv_heads x ctx x G floats. Only on
-/// CPUs with AVX-512 VNNI.
+/// round_query_to_bytes with the cache's group. `scores` holds kv_heads x G x ctx floats (a query
+/// head's row after another). Only on CPUs with AVX-512 VNNI.
 void vnni_key_scores(const DecodeAttentionArgs& a, int seq, int first_kv_head, int kv_heads, float* scores);
+/// Its V pass (decode_attention_vnni_values.cpp), for formats vnni_takes: writes a.out's rows of
+/// those query heads, sum_t w'_t v_t / denominator, from each query head's softmax numerators
+/// (`numerators`, laid out as vnni_key_scores writes scores) and their sums (`denominators`, one a
+/// query head); w'_t is p_t times the value's group scale rounded to 16-bit fixed point per tile of
+/// 16 tokens (see values_weighted_in_integers). Only on CPUs with AVX-512 VNNI.
+void vnni_weighted_values(const DecodeAttentionArgs& a, int seq, int first_kv_head, int kv_heads, const float* numerators,
+                          const float* denominators);
 
 }  // namespace memtwin::kernels::simd

@@ -21,6 +21,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/avx512_vectors.h"
@@ -37,18 +39,20 @@ constexpr int kChunk = 32;  // channels of a transposed chunk: 32 bytes of 8-bit
 constexpr int kAhead = 16;  // tokens prefetched ahead into L2, as the floating-point K pass does
 
 // The query heads of a range of KV heads rounded to bytes, in the order the dot products take
-// them: per query head and group, per chunk, eight 32-bit words of four high bytes each and eight
-// of four low bytes, then the group's r / 256 and r sum_i (h_i + l_i / 256).
+// them: per KV head, group, chunk and part (high bytes, low bytes), each of its G query heads'
+// eight 32-bit words of four bytes; and per query head and group r / 256 and
+// r sum_i (h_i + l_i / 256).
 struct RoundedQuery {
-  std::vector<std::int32_t> words;        // [head][group][chunk][high 8, low 8]
+  std::vector<std::int32_t> words;        // [KV head][group][chunk][part][G][8]
   std::vector<float> scale, zero_weight;  // [head][group]
   std::vector<std::int8_t> high, low;     // [head][head_dim], as rounded
-  int groups = 0, chunks = 0;
+  int groups = 0, chunks = 0, group_heads = 1;
 
-  void build(const float* q, int heads, const KvFormat& f) {
+  void build(const float* q, int heads, int query_heads_per_kv_head, const KvFormat& f) {
     const int hd = f.head_dim;
     groups = f.groups();
     chunks = f.group / kChunk;
+    group_heads = query_heads_per_kv_head;
     high.resize(static_cast<std::size_t>(heads) * hd);
     low.resize(high.size());
     scale.resize(static_cast<std::size_t>(heads) * groups);
@@ -77,15 +81,18 @@ struct RoundedQuery {
                 }
               }
             }
-            std::memcpy(&words[((hg * chunks + ch) * 2 + part) * 8], bytes, kChunk);
+            std::memcpy(chunk_words(h / group_heads, gi, ch, part) + (h % group_heads) * 8, bytes, kChunk);
           }
         }
       }
     }
   }
-  // The eight words of a chunk's high bytes (part 0) or low bytes (part 1).
-  [[nodiscard]] const std::int32_t* chunk_words(std::size_t hg, int ch, int part) const {
-    return &words[((hg * chunks + ch) * 2 + part) * 8];
+  // The G query heads' eight words of a chunk's high bytes (part 0) or low bytes (part 1).
+  [[nodiscard]] std::int32_t* chunk_words(int kv_head, int gi, int ch, int part) {
+    return &words[((((static_cast<std::size_t>(kv_head) * groups + gi) * chunks + ch) * 2 + part) * group_heads) * 8];
+  }
+  [[nodiscard]] const std::int32_t* chunk_words(int kv_head, int gi, int ch, int part) const {
+    return const_cast<RoundedQuery*>(this)->chunk_words(kv_head, gi, ch, part);
   }
 };
 
@@ -93,8 +100,13 @@ struct RoundedQuery {
 // `word`, broadcast from memory inside the instruction: GCC 12 neither folds _mm512_set1_epi32 into
 // vpdpbusd's broadcast operand (it spends a separate broadcast on every product) nor keeps the
 // accumulator in place (it moves it between registers around the destructive instruction).
-inline __m512i dot_broadcast(__m512i acc, __m512i codes, const std::int32_t* word) {
-  asm("vpdpbusd %[w]%{1to16%}, %[c], %[acc]" : [acc] "+v"(acc) : [c] "v"(codes), [w] "m"(*word));
+// The word is base[Word], addressed from one base register (with a register for each word's
+// address GCC runs out of them); it reads from base[0 .. Span - 1].
+template <int Word, int Span>
+inline __m512i dot_broadcast(__m512i acc, __m512i codes, const std::int32_t* base) {
+  asm("vpdpbusd %c[offset](%[base])%{1to16%}, %[c], %[acc]"
+      : [acc] "+v"(acc)
+      : [c] "v"(codes), [base] "r"(base), [offset] "i"(4 * Word), "m"(*reinterpret_cast<const std::int32_t(*)[Span]>(base)));
   return acc;
 }
 
@@ -141,54 +153,6 @@ inline void transpose_codes4(const std::uint8_t* const* rows, std::size_t at, __
   for (int k = 0; k < 4; ++k) {
     d[2 * k] = _mm512_and_si512(words[k], nibble);
     d[2 * k + 1] = _mm512_and_si512(_mm512_srli_epi16(words[k], 4), nibble);
-  }
-}
-
-// One lane-wise interleaving step: granules of S lanes taken alternately from a and b, from the
-// low (High = false) or the high half of each.
-template <int S, bool High>
-inline __m512 interleave(__m512 a, __m512 b) {
-  if constexpr (S == 1) return High ? _mm512_permutex2var_ps(a, _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31), b)
-                                    : _mm512_permutex2var_ps(a, _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23), b);
-  if constexpr (S == 2) return High ? _mm512_permutex2var_ps(a, _mm512_setr_epi32(8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31), b)
-                                    : _mm512_permutex2var_ps(a, _mm512_setr_epi32(0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23), b);
-  if constexpr (S == 4) return High ? _mm512_permutex2var_ps(a, _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31), b)
-                                    : _mm512_permutex2var_ps(a, _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23), b);
-}
-
-// The interleaving steps from granules of S lanes up: x holds S runs of tokens (16 / S each), each
-// run in G / S vectors of S lanes per token (S = 1: x[g] is head g's sixteen tokens); at the end,
-// G runs of 16 / G tokens in one vector each, token-major.
-template <int G, int S>
-inline void interleave_from(__m512* x) {
-  if constexpr (S < G) {
-    constexpr int segments = S, per = G / S;  // vectors per run of tokens
-    __m512 y[G];
-    for (int seg = 0; seg < segments; ++seg) {
-      for (int i = 0; i < per / 2; ++i) {
-        const __m512 a = x[seg * per + 2 * i], b = x[seg * per + 2 * i + 1];
-        y[2 * seg * (per / 2) + i] = interleave<S, false>(a, b);
-        y[(2 * seg + 1) * (per / 2) + i] = interleave<S, true>(a, b);
-      }
-    }
-    for (int g = 0; g < G; ++g) x[g] = y[g];
-    interleave_from<G, 2 * S>(x);
-  }
-}
-
-// G heads' scores of sixteen tokens (v[g], lane = token) stored token-major ([t][g]) at `out`,
-// the first n tokens.
-template <int G>
-inline void store_token_major(__m512* v, float* out, int n) {
-  interleave_from<G, 1>(v);
-  const int valid = n * G;
-  for (int k = 0; k < G; ++k) {
-    const int from = k * kLanes;
-    if (valid >= from + kLanes) {
-      _mm512_storeu_ps(out + from, v[k]);
-    } else if (valid > from) {
-      _mm512_mask_storeu_ps(out + from, static_cast<__mmask16>((1u << (valid - from)) - 1), v[k]);
-    }
   }
 }
 
@@ -245,10 +209,15 @@ void key_scores(const DecodeAttentionArgs& a, const std::int32_t* table, const R
           }
         };
         auto accumulate = [&](int ch, int part) {
-          for (int g = 0; g < G; ++g) {
-            const std::int32_t* w = rq.chunk_words((static_cast<std::size_t>(h) * G + g) * rq.groups + gi, ch, part);
-            for (int k = 0; k < 8; ++k) dot[g] = dot_broadcast(dot[g], d[k], w + k);
-          }
+          const std::int32_t* w = rq.chunk_words(h, gi, ch, part);
+          auto head = [&]<int Gi>(std::integral_constant<int, Gi>) {
+            [&]<int... Ks>(std::integer_sequence<int, Ks...>) {
+              ((dot[Gi] = dot_broadcast<Gi * 8 + Ks, G * 8>(dot[Gi], d[Ks], w)), ...);
+            }(std::make_integer_sequence<int, 8>{});
+          };
+          [&]<int... Gs>(std::integer_sequence<int, Gs...>) {
+            (head(std::integral_constant<int, Gs>{}), ...);
+          }(std::make_integer_sequence<int, G>{});
         };
         // sum_i h_i c_i over the group's chunks, times 256, then sum_i l_i c_i added (the last
         // chunk's codes are still transposed; the others are transposed again).
@@ -267,8 +236,9 @@ void key_scores(const DecodeAttentionArgs& a, const std::int32_t* table, const R
           acc[g] = _mm512_fmadd_ps(key_zero, _mm512_set1_ps(rq.zero_weight[hg]), acc[g]);
         }
       }
-      for (__m512& x : acc) x = _mm512_mul_ps(x, score_scale);
-      store_token_major<G>(acc, scores + (static_cast<std::size_t>(h) * ctx + t0) * G, n);
+      const __mmask16 valid = static_cast<__mmask16>((1u << n) - 1);
+      for (int g = 0; g < G; ++g)
+        _mm512_mask_storeu_ps(scores + static_cast<std::size_t>(h * G + g) * ctx + t0, valid, _mm512_mul_ps(acc[g], score_scale));
     }
   }
 }
@@ -297,7 +267,7 @@ void vnni_key_scores(const DecodeAttentionArgs& a, int seq, int first_kv_head, i
   const float* q = a.query + (static_cast<std::size_t>(seq) * a.q_heads + static_cast<std::size_t>(first_kv_head) * group_heads) *
                                  f.head_dim;
   thread_local RoundedQuery rq;
-  rq.build(q, kv_heads * group_heads, f);
+  rq.build(q, kv_heads * group_heads, group_heads, f);
   const std::int32_t* table = a.block_tables + static_cast<std::size_t>(seq) * a.max_blocks_per_seq;
   const Heads heads{first_kv_head, kv_heads};
   if (f.bits() == 4) {
