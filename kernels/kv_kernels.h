@@ -90,11 +90,20 @@ bool decode_attention_simd_available();
 /// scale / 256 of q_i (a 16-bit fixed-point query; one byte alone would leave half a step, which
 /// on keys with outlier channels moves scores by tenths). A zero run gets scale 0 and codes 0.
 void round_query_to_bytes(const float* q, int elements, int group, std::int8_t* high, std::int8_t* low, float* scales);
-/// Whether decode_attention(a, highest) scores this call's keys against that rounded query (per
-/// query head, in the cache's groups) instead of the query itself: int8 and int4 caches whose
+/// Whether decode_attention(a, highest) takes this call in integers: int8 and int4 caches whose
 /// groups are a multiple of 32 up to 128, on CPUs with AVX-512 VNNI, when the AVX-512 kernel takes
-/// the shape. The values are weighted in floating point either way.
+/// the shape. It then scores the keys against the query rounded by round_query_to_bytes (per query
+/// head, in the cache's groups) instead of the query itself, and weighs the values in 16-bit fixed
+/// point (kIntegerWeightTile).
 bool scores_against_rounded_query(const DecodeAttentionArgs& a, SimdLevel highest);
+/// The integer V pass weighs each token's codes by p_t x (its group's scale), rounded to 16-bit
+/// fixed point on one scale per run of kIntegerWeightTile tokens (the run's largest probability
+/// times its largest scale, over 32767), as llama.cpp's CPU backend rounds activations to
+/// integers. Each weight is within half a step of its value, so each output is within
+/// kIntegerWeightTile / 65534 (about 2^-11) of the largest range a token's group spans (the
+/// group's max - min, the scale x 255 or 15) of the output with exact weights: about what
+/// rounding the probabilities to fp16 before the weighted sum costs, as GPU kernels do.
+inline constexpr int kIntegerWeightTile = 32;
 
 /// Naive float reference: contiguous K and V [num_seqs][max_context][kv_heads][head_dim].
 void reference_decode_attention(const float* query, const float* k, const float* v, const std::int32_t* context_lens,

@@ -1,20 +1,21 @@
 // The AVX-512 paged kernel's V pass for 8- and 4-bit values with VNNI (vpdpwssd: sixteen lanes,
 // each adding two signed 16-bit products to a 32-bit sum), as llama.cpp's CPU backend multiplies
-// attention probabilities rounded to fixed point with quantised values. Compiled with AVX-512 VNNI
+// attention probabilities rounded to integers with quantised values. Compiled with AVX-512 VNNI
 // (this file alone, as decode_attention_vnni.cpp); called only on CPUs that have it.
 //
 // A value's group (codes c_i, scale s_t, zero point z_t: v_i = s_t c_i + z_t) weighted by the
 // probability p_t, summed over the tokens:
 //   sum_t p_t v_t,i = sum_t (p_t s_t) c_t,i + sum_t p_t z_t.
-// The zero points' sum is kept in floating point. The weights w_t = p_t s_t of each tile of 16
-// tokens are rounded to 16-bit fixed point on a scale of their own, the tile's largest probability
-// (per query head) times its largest scale (per group) over 32767, so every weight is within half
-// a step, 1/65534 of that bound, of w_t (as the K pass rounds the query to 16 bits: one byte alone
-// would leave 1/254 of the largest weight). The codes of two tokens sit in each 32-bit lane, one
-// channel per lane, so one vpdpwssd adds two tokens' products to sixteen channels of a query
-// head's output; a tile's integer sums (at most 16 x 255 x 32767, within 32 bits) are scaled into
-// the floating-point outputs once per tile. The floating-point V pass spends a widening of each
-// code and a multiply-add per channel, token and query head.
+// The zero points' sum is kept in floating point. The weights w_t = p_t s_t of each tile of
+// kIntegerWeightTile (32) tokens are rounded to 16-bit fixed point on a scale of their own, the
+// tile's largest probability (per query head) times its largest scale (per group) over 32767, so
+// every weight is within half a step of w_t (kv_kernels.h states the bound this sets; one byte
+// would leave 1/254 of the largest weight, 128 times more). The codes of two tokens sit in each
+// 32-bit lane, one channel per lane, so one vpdpwssd adds two tokens' products to sixteen channels
+// of a query head's output; a tile's integer sums (at most 32 x 255 x 32767, within 32 bits) are
+// scaled into the floating-point outputs once per tile. The floating-point V pass spends a
+// widening of each code and a multiply-add per channel, token and query head: twice the
+// instructions, on the same ports.
 #include "kernels/cpu/decode_attention_simd.h"
 
 #if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && \
@@ -35,8 +36,10 @@ namespace {
 
 using namespace avx512;
 
-constexpr int kTile = 32;   // tokens whose weights share a scale: two vectors of probabilities
+constexpr int kTile = kIntegerWeightTile;  // tokens whose weights share a scale: kVectors vectors of probabilities
+constexpr int kVectors = kTile / kLanes;
 constexpr int kPairs = kTile / 2;
+static_assert(kVectors == 1 || kVectors == 2);
 constexpr int kChunk = 32;  // channels of a chunk: two output vectors of sixteen
 constexpr int kMaxGroups = 8;  // head_dim 256 in groups of 32
 constexpr float kSteps = 32767.f;
@@ -84,7 +87,10 @@ constexpr int chunk_channel(int k, int l) {
 // Where the weights of tokens 2j and 2j + 1 sit among a tile's sixteen 32-bit words: the tile's
 // two vectors of weights (tokens 0-15 and 16-31) packed to 16 bits interleave their 128-bit lanes
 // (_mm512_packs_epi32).
-constexpr int word_of_pair(int j) { return j < kPairs / 2 ? 4 * (j / 2) + j % 2 : 4 * ((j - kPairs / 2) / 2) + 2 + j % 2; }
+constexpr int word_of_pair(int j) {
+  if (kVectors == 1) return j;
+  return j < kPairs / 2 ? 4 * (j / 2) + j % 2 : 4 * ((j - kPairs / 2) / 2) + 2 + j % 2;
+}
 
 // n zeroed floats from a cache line's start, in `storage` (a vector of sixteen floats each
 // straddling two lines costs two accesses).
@@ -141,17 +147,21 @@ void weighted_values(const DecodeAttentionArgs& a, const std::int32_t* table, co
   auto prepare = [&](int u, TileWeights<G>& out_weights) {
     const int tile = u / heads.count, h = u % heads.count, t0 = tile * kTile, n = tile_tokens[tile & 3];
     const std::uint8_t* const* rows = tile_rows[tile & 3];
-    const __mmask16 valid[2] = {static_cast<__mmask16>((1u << std::min(n, kLanes)) - 1),
-                                static_cast<__mmask16>((1u << std::max(n - kLanes, 0)) - 1)};
+    __mmask16 valid[kVectors];
+    for (int v = 0; v < kVectors; ++v) valid[v] = static_cast<__mmask16>((1u << std::clamp(n - v * kLanes, 0, kLanes)) - 1);
     const std::size_t at = static_cast<std::size_t>(h) * bytes;
     // The tile's probabilities (per query head) and scales and zero points (per group), a token a
     // lane in two vectors, and their largest magnitudes.
-    __m512 prob[G][2], scale[kMaxGroups][2], largest_of[kLanes];
+    __m512 prob[G][kVectors], scale[kMaxGroups][kVectors], largest_of[kLanes];
     const __m512 sign = _mm512_set1_ps(-0.f);
-    auto larger = [&](const __m512* x) { return _mm512_max_ps(_mm512_andnot_ps(sign, x[0]), _mm512_andnot_ps(sign, x[1])); };
+    auto larger = [&](const __m512* x) {
+      __m512 m = _mm512_andnot_ps(sign, x[0]);
+      for (int v = 1; v < kVectors; ++v) m = _mm512_max_ps(m, _mm512_andnot_ps(sign, x[v]));
+      return m;
+    };
     for (int g = 0; g < G; ++g) {
-      for (int half = 0; half < 2; ++half)
-        prob[g][half] = _mm512_maskz_loadu_ps(valid[half], p + static_cast<std::size_t>(h * G + g) * ctx + t0 + half * kLanes);
+      for (int v = 0; v < kVectors; ++v)
+        prob[g][v] = _mm512_maskz_loadu_ps(valid[v], p + static_cast<std::size_t>(h * G + g) * ctx + t0 + v * kLanes);
       largest_of[g] = larger(prob[g]);
     }
     for (int gi = 0; gi < groups; ++gi) {
@@ -163,17 +173,19 @@ void weighted_values(const DecodeAttentionArgs& a, const std::int32_t* table, co
         std::memcpy(&x, rows[j] + params, 4);
         return x;
       };
-      __m512 zero[2];
-      for (int half = 0, j = 0; half < 2; ++half, j += kLanes) {
+      __m512 zero[kVectors];
+      for (int v = 0, j = 0; v < kVectors; ++v, j += kLanes) {
         const __m512i both = _mm512_setr_epi32(word(j), word(j + 1), word(j + 2), word(j + 3), word(j + 4), word(j + 5), word(j + 6),
                                                word(j + 7), word(j + 8), word(j + 9), word(j + 10), word(j + 11), word(j + 12),
                                                word(j + 13), word(j + 14), word(j + 15));
-        scales_and_zeros(both, scale[gi][half], zero[half]);
+        scales_and_zeros(both, scale[gi][v], zero[v]);
       }
       largest_of[G + gi] = larger(scale[gi]);
       for (int g = 0; g < G; ++g) {
         float* sums = zero_store + ((static_cast<std::size_t>(h) * G + g) * groups + gi) * kLanes;
-        _mm512_storeu_ps(sums, _mm512_fmadd_ps(prob[g][1], zero[1], _mm512_fmadd_ps(prob[g][0], zero[0], _mm512_loadu_ps(sums))));
+        __m512 sum = _mm512_load_ps(sums);
+        for (int v = 0; v < kVectors; ++v) sum = _mm512_fmadd_ps(prob[g][v], zero[v], sum);
+        _mm512_store_ps(sums, sum);
       }
     }
     for (int i = G + groups; i < kLanes; ++i) largest_of[i] = _mm512_setzero_ps();
@@ -192,9 +204,13 @@ void weighted_values(const DecodeAttentionArgs& a, const std::int32_t* table, co
     for (int gi = 0; gi < groups; ++gi) {
       for (auto& x : scale[gi]) x = _mm512_mul_ps(x, _mm512_set1_ps(inverse[G + gi]));
       for (int g = 0; g < G; ++g) {
-        const __m512i w0 = _mm512_cvtps_epi32(_mm512_mul_ps(prob[g][0], scale[gi][0]));
-        const __m512i w1 = _mm512_cvtps_epi32(_mm512_mul_ps(prob[g][1], scale[gi][1]));
-        _mm512_store_si512(out_weights.words[gi][g], _mm512_packs_epi32(w0, w1));
+        __m512i w[kVectors];
+        for (int v = 0; v < kVectors; ++v) w[v] = _mm512_cvtps_epi32(_mm512_mul_ps(prob[g][v], scale[gi][v]));
+        if constexpr (kVectors == 2) {
+          _mm512_store_si512(out_weights.words[gi][g], _mm512_packs_epi32(w[0], w[1]));  // see word_of_pair
+        } else {
+          _mm256_store_si256(reinterpret_cast<__m256i*>(out_weights.words[gi][g]), _mm512_cvtepi32_epi16(w[0]));
+        }
         out_weights.factor[gi][g] = maxima[g] * unit[G + gi];
       }
     }

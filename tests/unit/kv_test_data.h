@@ -1,5 +1,6 @@
 #pragma once
 // KV data and formats the kernel tests share.
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -50,6 +51,22 @@ inline std::vector<float> rounded_query(const std::vector<float>& q, int group) 
   memtwin::kernels::round_query_to_bytes(q.data(), static_cast<int>(q.size()), group, high.data(), low.data(), scales.data());
   for (std::size_t i = 0; i < q.size(); ++i) out[i] = scales[i / static_cast<std::size_t>(group)] * (high[i] + low[i] / 256.f);
   return out;
+}
+
+// How far decode attention's integer V pass may move an output from exact weights (kv_kernels.h,
+// kIntegerWeightTile): the tile over 65534 times the largest range (max - min) of any quantisation
+// group among the cached values `cached` (as_cached), with a little room for the floats' rounding.
+inline double integer_weight_bound(const std::vector<float>& cached, const memtwin::kernels::KvFormat& f) {
+  double range = 0;
+  for (std::size_t at = 0; at < cached.size(); at += static_cast<std::size_t>(f.group)) {
+    float low = cached[at], high = cached[at];
+    for (int i = 1; i < f.group; ++i) {
+      low = std::min(low, cached[at + i]);
+      high = std::max(high, cached[at + i]);
+    }
+    range = std::max(range, static_cast<double>(high) - low);
+  }
+  return memtwin::kernels::kIntegerWeightTile / 65534.0 * range * (1 + 1e-3);
 }
 
 }  // namespace memtwin::test

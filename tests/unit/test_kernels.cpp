@@ -21,6 +21,7 @@
 
 using namespace memtwin::kernels;
 using memtwin::test::format;
+using memtwin::test::integer_weight_bound;
 using memtwin::test::as_cached;
 using memtwin::test::rounded_query;
 using memtwin::test::synthetic_kv;
@@ -106,9 +107,12 @@ TEST_CASE("decode attention matches the naive reference (fp16, fp8, int8, int4 -
         if (integer_scores) CHECK((level == SimdLevel::avx512_vnni && shape.format.quantized()));
         if (level == SimdLevel::avx512_vnni && shape.format.quantized() && head_dim == 128 && gqa == 4) CHECK(integer_scores);
         const std::vector<float>& ref = integer_scores ? rounded : exact;
+        // The integer path's values weighed in fixed point: within the bound kv_kernels.h states.
+        const double weights_bound = integer_scores ? integer_weight_bound(vd, shape.format) : 0.0;
         decode_attention(args, level);
         double worst = 0;
-        for (std::size_t i = 0; i < out.size(); ++i) worst = std::max(worst, static_cast<double>(std::fabs(out[i] - ref[i]) / (1 + std::fabs(ref[i]))));
+        for (std::size_t i = 0; i < out.size(); ++i)
+          worst = std::max(worst, static_cast<double>(std::fabs(out[i] - ref[i]) - weights_bound) / (1 + std::fabs(ref[i])));
         INFO("head_dim " << head_dim << " bits " << shape.format.bits() << " GQA " << gqa << " " << simd_level_name(level));
         CHECK(worst < 1e-4);
         // The last sequence alone: with more threads than sequences the vectorised kernel splits
@@ -120,7 +124,8 @@ TEST_CASE("decode attention matches the naive reference (fp16, fp8, int8, int4 -
                          level);
         double worst_alone = 0;
         for (std::size_t i = 0; i < alone.size(); ++i)
-          worst_alone = std::max(worst_alone, static_cast<double>(std::fabs(alone[i] - ref[q_at + i]) / (1 + std::fabs(ref[q_at + i]))));
+          worst_alone = std::max(worst_alone, static_cast<double>(std::fabs(alone[i] - ref[q_at + i]) - weights_bound) /
+                                                  (1 + std::fabs(ref[q_at + i])));
         CHECK(worst_alone < 1e-4);
       }
      }
@@ -199,6 +204,54 @@ TEST_CASE("integer key scores stay within the bound the rounded query sets", "[u
     CHECK(worst <= bound);
     CHECK(worst > 0);  // the rounding is visible: this is not the exact query's path
     CHECK(delta < 5e-3);  // and small, with outlier channels in both the query and the keys (one byte: 0.25-0.4)
+  }
+}
+
+TEST_CASE("integer-weighted values stay within the bound their rounding sets", "[unit]") {
+  // kv_kernels.h, kIntegerWeightTile: each output within tile / 65534 of the largest group range
+  // of the output with exact weights. Against the reference with the same rounded query, so only
+  // the values' weights differ: two heads attend mostly to one token (a key times 3 as the query,
+  // the other tokens' weights then small beside it in their tiles), two diffusely.
+  const int head_dim = 128, q_heads = 4, kv_heads = 1, block_size = 16, max_blocks = 64, ctx = 1000;
+  for (KvElement e : {KvElement::int8, KvElement::int4}) {
+    PagedShape shape{max_blocks, block_size, kv_heads, format(e, head_dim, 32)};
+    const auto k = synthetic_kv(static_cast<std::size_t>(max_blocks) * block_size, head_dim, 21, true);
+    const auto v = synthetic_kv(k.size() / head_dim, head_dim, 22, false);
+    auto q = synthetic_kv(q_heads, head_dim, 23, false);
+    for (int h = 0; h < 2; ++h)
+      for (int i = 0; i < head_dim; ++i) q[static_cast<std::size_t>(h) * head_dim + i] = 0.1f * k[static_cast<std::size_t>(417 + h) * head_dim + i];
+    std::vector<std::uint8_t> kc(shape.bytes()), vc(shape.bytes());
+    std::vector<std::int32_t> table(max_blocks);
+    std::iota(table.begin(), table.end(), 0);
+    std::vector<std::int64_t> slots(static_cast<std::size_t>(max_blocks) * block_size);
+    std::iota(slots.begin(), slots.end(), 0);
+    write_paged(k.data(), slots.data(), static_cast<int>(slots.size()), shape, kc.data());
+    write_paged(v.data(), slots.data(), static_cast<int>(slots.size()), shape, vc.data());
+    const std::vector<std::int32_t> context = {ctx};
+    const int stride = max_blocks * block_size;
+    std::vector<float> out(q.size()), rounded(q.size()), weights(static_cast<std::size_t>(q_heads) * stride);
+    auto args = make_decode_args(q.data(), kc.data(), vc.data(), table.data(), context.data(), out.data(), 1, q_heads, max_blocks,
+                                 shape);
+    if (!scores_against_rounded_query(args, cpu_simd_level())) {
+      WARN("this CPU has no AVX-512 VNNI: the integer-weighted values were not checked");
+      return;
+    }
+    const std::vector<float> kd = as_cached(k, shape.format), vd = as_cached(v, shape.format);
+    const std::vector<float> q_rounded = rounded_query(q, 32);
+    reference_decode_attention(q_rounded.data(), kd.data(), vd.data(), context.data(), 1, max_blocks * block_size, q_heads,
+                               kv_heads, head_dim, args.scale, rounded.data());
+    args.probs = weights.data();
+    args.probs_stride = stride;
+    decode_attention(args);
+    const double largest_weight = *std::max_element(weights.begin(), weights.begin() + ctx);
+    double worst = 0;
+    for (std::size_t i = 0; i < out.size(); ++i) worst = std::max(worst, static_cast<double>(std::fabs(out[i] - rounded[i])));
+    const double bound = integer_weight_bound(vd, shape.format);
+    INFO("bits " << shape.format.bits() << ": outputs moved by at most " << worst << ", bound " << bound
+                 << "; the first head's largest probability " << largest_weight);
+    CHECK(largest_weight > 0.5);  // the concentrated heads are concentrated
+    CHECK(worst <= bound);
+    CHECK(worst > 0);  // the rounding is visible: this is not the floating-point V pass
   }
 }
 
