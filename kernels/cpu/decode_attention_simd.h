@@ -61,6 +61,27 @@ bool vnni_takes(const KvFormat& f);
 /// round_query_to_bytes with the cache's group. `scores` holds kv_heads x G x ctx floats (a query
 /// head's row after another). Only on CPUs with AVX-512 VNNI.
 void vnni_key_scores(const DecodeAttentionArgs& a, int seq, int first_kv_head, int kv_heads, float* scores);
+/// One tile of the integer V pass (decode_attention_vnni_values.cpp): up to kIntegerWeightTile
+/// tokens' value vectors of one KV head, weighed for `heads` query heads (vnni_weigh_tile).
+struct VnniValueTile {
+  const std::uint8_t* const* rows = nullptr;  ///< kIntegerWeightTile tokens: vector j at rows[j] + offset
+  std::size_t offset = 0;
+  int tokens = 0;  ///< the tile's tokens; rows past them must point at a readable vector (weight 0)
+  const float* probs = nullptr;  ///< query head h's probabilities of the tile's tokens at probs + h x probs_stride
+  std::size_t probs_stride = 0;
+  float* zero_sums = nullptr;  ///< [head][value group][16 lanes]: sum_t p_t zero_t added lane-wise (sum the lanes at the end)
+  float* acc = nullptr;        ///< [head][head_dim]: sum_t p_t scale_t code_t added, channels in vnni_value_position's order
+  const std::uint8_t* const* prefetch = nullptr;  ///< rows whose vectors (at + offset) to ask into L2 meanwhile
+  int prefetch_count = 0;
+};
+/// Whether vnni_weigh_tile takes this format for `heads` query heads per KV head: vnni_takes, at
+/// most 8 value groups, heads 1-4 or 8, and at most 16 heads and groups together.
+bool vnni_value_tile_takes(const KvFormat& f, int heads);
+/// Adds one tile's weighted codes and zero points (see kIntegerWeightTile for the rounding). Only
+/// on CPUs with AVX-512 VNNI, for shapes vnni_value_tile_takes.
+void vnni_weigh_tile(const KvFormat& f, int heads, const VnniValueTile& tile);
+/// Where channel c of a value vector accumulates in a VnniValueTile's acc row.
+int vnni_value_position(const KvFormat& f, int channel);
 /// Its V pass (decode_attention_vnni_values.cpp), for formats vnni_takes: writes a.out's rows of
 /// those query heads, sum_t w'_t v_t / denominator, from each query head's softmax numerators
 /// (`numerators`, laid out as vnni_key_scores writes scores) and their sums (`denominators`, one a

@@ -78,18 +78,139 @@ inline void pair_codes(const std::uint8_t* a, const std::uint8_t* b, __m512i* x)
   }
 }
 
-// The channel (within its chunk) that lane l of output vector k accumulates.
-template <bool Int4>
-constexpr int chunk_channel(int k, int l) {
-  return Int4 ? 2 * l + k : 8 * (l / 4) + 4 * k + l % 4;
-}
-
 // Where the weights of tokens 2j and 2j + 1 sit among a tile's sixteen 32-bit words: the tile's
 // two vectors of weights (tokens 0-15 and 16-31) packed to 16 bits interleave their 128-bit lanes
 // (_mm512_packs_epi32).
 constexpr int word_of_pair(int j) {
   if (kVectors == 1) return j;
   return j < kPairs / 2 ? 4 * (j / 2) + j % 2 : 4 * ((j - kPairs / 2) / 2) + 2 + j % 2;
+}
+
+// A tile's rounded weights, two tokens a word (see word_of_pair), and what a unit of each stands
+// for, per value group and query head.
+template <int H>
+struct TileWeights {
+  alignas(64) std::int32_t words[kMaxGroups][H][kPairs];
+  float factor[kMaxGroups][H];
+};
+
+// The tile's weights p_t scale_t rounded (see the file's comment), and its zero points' sums.
+template <int H>
+void round_weights(const KvFormat& f, const VnniValueTile& tile, TileWeights<H>& out) {
+  const int groups = f.groups(), group_bytes = f.group_bytes(), code_bytes = f.code_bytes_per_group();
+  __mmask16 valid[kVectors];
+  for (int v = 0; v < kVectors; ++v) valid[v] = static_cast<__mmask16>((1u << std::clamp(tile.tokens - v * kLanes, 0, kLanes)) - 1);
+  // The tile's probabilities (per query head) and scales and zero points (per group), a token a
+  // lane, and their largest magnitudes.
+  __m512 prob[H][kVectors], scale[kMaxGroups][kVectors], largest_of[kLanes];
+  const __m512 sign = _mm512_set1_ps(-0.f);
+  auto larger = [&](const __m512* x) {
+    __m512 m = _mm512_andnot_ps(sign, x[0]);
+    for (int v = 1; v < kVectors; ++v) m = _mm512_max_ps(m, _mm512_andnot_ps(sign, x[v]));
+    return m;
+  };
+  for (int h = 0; h < H; ++h) {
+    for (int v = 0; v < kVectors; ++v) prob[h][v] = _mm512_maskz_loadu_ps(valid[v], tile.probs + h * tile.probs_stride + v * kLanes);
+    largest_of[h] = larger(prob[h]);
+  }
+  for (int gi = 0; gi < groups; ++gi) {
+    // Loaded one by one into a register (through memory, the vector load waits for the sixteen
+    // stores to retire).
+    const std::size_t params = tile.offset + static_cast<std::size_t>(gi) * group_bytes + code_bytes;
+    auto word = [&](int j) {
+      std::int32_t x;
+      std::memcpy(&x, tile.rows[j] + params, 4);
+      return x;
+    };
+    __m512 zero[kVectors];
+    for (int v = 0, j = 0; v < kVectors; ++v, j += kLanes) {
+      const __m512i both = _mm512_setr_epi32(word(j), word(j + 1), word(j + 2), word(j + 3), word(j + 4), word(j + 5), word(j + 6),
+                                             word(j + 7), word(j + 8), word(j + 9), word(j + 10), word(j + 11), word(j + 12),
+                                             word(j + 13), word(j + 14), word(j + 15));
+      scales_and_zeros(both, scale[gi][v], zero[v]);
+    }
+    largest_of[H + gi] = larger(scale[gi]);
+    for (int h = 0; h < H; ++h) {
+      float* sums = tile.zero_sums + (static_cast<std::size_t>(h) * groups + gi) * kLanes;
+      __m512 sum = _mm512_loadu_ps(sums);
+      for (int v = 0; v < kVectors; ++v) sum = _mm512_fmadd_ps(prob[h][v], zero[v], sum);
+      _mm512_storeu_ps(sums, sum);
+    }
+  }
+  for (int i = H + groups; i < kLanes; ++i) largest_of[i] = _mm512_setzero_ps();
+  // A weight's unit: the largest probability times the largest scale over kSteps. Probabilities
+  // below a float's smallest normal (softmax's exp stops above it) weigh nothing, as do groups
+  // whose scales are all 0 (their values are their zero points).
+  const __m512 largest = horizontal16(largest_of, [](__m512 x, __m512 y) { return _mm512_max_ps(x, y); });
+  const __mmask16 scale_lanes = static_cast<__mmask16>(((1u << groups) - 1) << H);
+  const __m512 numerator = _mm512_mask_blend_ps(scale_lanes, _mm512_set1_ps(1.f), _mm512_set1_ps(kSteps));
+  alignas(64) float inverse[kLanes], maxima[kLanes], unit[kLanes];
+  _mm512_store_ps(inverse, _mm512_maskz_div_ps(_mm512_cmp_ps_mask(largest, _mm512_set1_ps(1e-37f), _CMP_GE_OQ), numerator, largest));
+  _mm512_store_ps(maxima, largest);
+  _mm512_store_ps(unit, _mm512_div_ps(largest, _mm512_set1_ps(kSteps)));
+  for (int h = 0; h < H; ++h)
+    for (auto& x : prob[h]) x = _mm512_mul_ps(x, _mm512_set1_ps(inverse[h]));
+  for (int gi = 0; gi < groups; ++gi) {
+    for (auto& x : scale[gi]) x = _mm512_mul_ps(x, _mm512_set1_ps(inverse[H + gi]));
+    for (int h = 0; h < H; ++h) {
+      __m512i w[kVectors];
+      for (int v = 0; v < kVectors; ++v) w[v] = _mm512_cvtps_epi32(_mm512_mul_ps(prob[h][v], scale[gi][v]));
+      if constexpr (kVectors == 2) {
+        _mm512_store_si512(out.words[gi][h], _mm512_packs_epi32(w[0], w[1]));  // see word_of_pair
+      } else {
+        _mm256_store_si256(reinterpret_cast<__m256i*>(out.words[gi][h]), _mm512_cvtepi32_epi16(w[0]));
+      }
+      out.factor[gi][h] = maxima[h] * unit[H + gi];
+    }
+  }
+}
+
+// The tile's products, into the outputs; meanwhile the rows to prefetch go into L2, a share with
+// each chunk (all at once would stall on the fetches in flight).
+template <int H, bool Int4>
+void weigh_codes(const KvFormat& f, const VnniValueTile& tile, const TileWeights<H>& tw) {
+  const int groups = f.groups(), chunks = f.group / kChunk, group_bytes = f.group_bytes(), hd = f.head_dim;
+  const std::size_t chunk_bytes = Int4 ? kChunk / 2 : kChunk, bytes = f.vector_bytes();
+  const std::uint8_t* const* rows = tile.rows;
+  for (int gi = 0; gi < groups; ++gi) {
+    for (int ch = 0; ch < chunks; ++ch) {
+      const int share = gi * chunks + ch, shares = groups * chunks;
+      for (int r = tile.prefetch_count * share / shares; r < tile.prefetch_count * (share + 1) / shares; ++r)
+        prefetch_l2(tile.prefetch[r] + tile.offset, bytes);
+      const std::size_t code_at = tile.offset + static_cast<std::size_t>(gi) * group_bytes + ch * chunk_bytes;
+      __m512i dot[H][2];
+      for (auto& d : dot) d[0] = d[1] = _mm512_setzero_si512();
+      const std::int32_t* w = tw.words[gi][0];
+      auto pair = [&]<int J>(std::integral_constant<int, J>) {
+        __m512i x[2];
+        pair_codes<Int4>(rows[2 * J] + code_at, rows[2 * J + 1] + code_at, x);
+        [&]<int... Hs>(std::integer_sequence<int, Hs...>) {
+          ((dot[Hs][0] = dot_words<Hs * kPairs + word_of_pair(J), H * kPairs>(dot[Hs][0], x[0], w)), ...);
+          ((dot[Hs][1] = dot_words<Hs * kPairs + word_of_pair(J), H * kPairs>(dot[Hs][1], x[1], w)), ...);
+        }(std::make_integer_sequence<int, H>{});
+      };
+      [&]<int... Js>(std::integer_sequence<int, Js...>) {
+        (pair(std::integral_constant<int, Js>{}), ...);
+      }(std::make_integer_sequence<int, kPairs>{});
+      for (int h = 0; h < H; ++h) {
+        float* acc = tile.acc + static_cast<std::size_t>(h) * hd + (gi * chunks + ch) * kChunk;
+        const __m512 fh = _mm512_set1_ps(tw.factor[gi][h]);
+        for (int k = 0; k < 2; ++k)
+          _mm512_storeu_ps(acc + k * kLanes, _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[h][k]), fh, _mm512_loadu_ps(acc + k * kLanes)));
+      }
+    }
+  }
+}
+
+template <int H>
+void weigh_tile(const KvFormat& f, const VnniValueTile& tile) {
+  TileWeights<H> weights;
+  round_weights<H>(f, tile, weights);
+  if (f.bits() == 4) {
+    weigh_codes<H, true>(f, tile, weights);
+  } else {
+    weigh_codes<H, false>(f, tile, weights);
+  }
 }
 
 // n zeroed floats from a cache line's start, in `storage` (a vector of sixteen floats each
@@ -100,207 +221,78 @@ inline float* zeroed_lines(std::vector<float>& storage, std::size_t n) {
   return storage.data() + ((64 - address % 64) % 64) / sizeof(float);
 }
 
-// A tile's rounded weights of one KV head, two tokens a word (see word_of_pair), and what a unit
-// of each stands for.
-template <int G>
-struct TileWeights {
-  alignas(64) std::int32_t words[kMaxGroups][G][kPairs];
-  float factor[kMaxGroups][G];
-};
-
-// out_{h,g} = sum_t p[h][g][t] v_{h,t} / denominator_{h,g}; p head-major ([h][g][ctx]). The work
-// goes in units of a tile and a KV head, tile by tile; each unit's weights are computed before the
-// previous unit's products are issued (two buffers), so that their chain of latencies (loads,
-// maxima, division, rounding) overlaps those products instead of stalling between units.
-template <int G, bool Int4>
-void weighted_values(const DecodeAttentionArgs& a, const std::int32_t* table, const Heads& heads, int ctx, const float* p,
-                     const float* denominators, float* out) {
-  const KvFormat& f = a.shape.format;
-  const Layout layout(a.shape);
-  const int hd = f.head_dim, groups = layout.groups, chunks = layout.group / kChunk;
-  const std::size_t chunk_bytes = Int4 ? kChunk / 2 : kChunk;
-  const std::size_t bytes = layout.vector_bytes, span = bytes * static_cast<std::size_t>(heads.count);
-  // Outputs in the lanes' channel order ([h][g][hd]), and sum_t p_t z_t in lanes of tokens
-  // ([h][g][group][lane]), folded at the end.
-  thread_local std::vector<float> acc_storage, zero_storage;
-  float* const acc_store = zeroed_lines(acc_storage, static_cast<std::size_t>(heads.count) * G * hd);
-  float* const zero_store = zeroed_lines(zero_storage, static_cast<std::size_t>(heads.count) * G * groups * kLanes);
-  TileWeights<G> buffers[2];
-  // The rows of tiles k - 1, k and k + 1 while tile k's units are prepared and tile k - 1's run,
-  // and how many of each are the sequence's (the rest repeat its last row, with weight 0).
-  const std::uint8_t* tile_rows[4][kTile];
-  int tile_tokens[4] = {};
-  Rows rows_of(a.v_cache, table, layout, heads.first, ctx, 0);
-  auto fill = [&](int tile) {
-    const std::uint8_t** rows = tile_rows[tile & 3];
-    const int n = std::max(0, std::min(kTile, ctx - tile * kTile));
-    for (int j = 0; j < n; ++j, rows_of.next()) rows[j] = rows_of.row();
-    for (int j = n; j < kTile && n > 0; ++j) rows[j] = rows[n - 1];
-    tile_tokens[tile & 3] = n;
-  };
-  const int tiles = (ctx + kTile - 1) / kTile, units = tiles * heads.count;
-  fill(0);
-  for (int j = 0; j < tile_tokens[0]; ++j) prefetch_l2(tile_rows[0][j], span);
-  if (tiles > 1) fill(1);
-
-  // The weights of unit u (its tile's rows already filled), and its zero points' sums.
-  auto prepare = [&](int u, TileWeights<G>& out_weights) {
-    const int tile = u / heads.count, h = u % heads.count, t0 = tile * kTile, n = tile_tokens[tile & 3];
-    const std::uint8_t* const* rows = tile_rows[tile & 3];
-    __mmask16 valid[kVectors];
-    for (int v = 0; v < kVectors; ++v) valid[v] = static_cast<__mmask16>((1u << std::clamp(n - v * kLanes, 0, kLanes)) - 1);
-    const std::size_t at = static_cast<std::size_t>(h) * bytes;
-    // The tile's probabilities (per query head) and scales and zero points (per group), a token a
-    // lane in two vectors, and their largest magnitudes.
-    __m512 prob[G][kVectors], scale[kMaxGroups][kVectors], largest_of[kLanes];
-    const __m512 sign = _mm512_set1_ps(-0.f);
-    auto larger = [&](const __m512* x) {
-      __m512 m = _mm512_andnot_ps(sign, x[0]);
-      for (int v = 1; v < kVectors; ++v) m = _mm512_max_ps(m, _mm512_andnot_ps(sign, x[v]));
-      return m;
-    };
-    for (int g = 0; g < G; ++g) {
-      for (int v = 0; v < kVectors; ++v)
-        prob[g][v] = _mm512_maskz_loadu_ps(valid[v], p + static_cast<std::size_t>(h * G + g) * ctx + t0 + v * kLanes);
-      largest_of[g] = larger(prob[g]);
-    }
-    for (int gi = 0; gi < groups; ++gi) {
-      // Loaded one by one into a register (through memory, the vector load waits for the sixteen
-      // stores to retire).
-      const std::size_t params = at + static_cast<std::size_t>(gi) * layout.group_bytes + layout.code_bytes;
-      auto word = [&](int j) {
-        std::int32_t x;
-        std::memcpy(&x, rows[j] + params, 4);
-        return x;
-      };
-      __m512 zero[kVectors];
-      for (int v = 0, j = 0; v < kVectors; ++v, j += kLanes) {
-        const __m512i both = _mm512_setr_epi32(word(j), word(j + 1), word(j + 2), word(j + 3), word(j + 4), word(j + 5), word(j + 6),
-                                               word(j + 7), word(j + 8), word(j + 9), word(j + 10), word(j + 11), word(j + 12),
-                                               word(j + 13), word(j + 14), word(j + 15));
-        scales_and_zeros(both, scale[gi][v], zero[v]);
-      }
-      largest_of[G + gi] = larger(scale[gi]);
-      for (int g = 0; g < G; ++g) {
-        float* sums = zero_store + ((static_cast<std::size_t>(h) * G + g) * groups + gi) * kLanes;
-        __m512 sum = _mm512_load_ps(sums);
-        for (int v = 0; v < kVectors; ++v) sum = _mm512_fmadd_ps(prob[g][v], zero[v], sum);
-        _mm512_store_ps(sums, sum);
-      }
-    }
-    for (int i = G + groups; i < kLanes; ++i) largest_of[i] = _mm512_setzero_ps();
-    // A weight's unit: the largest probability times the largest scale over kSteps.
-    // Probabilities below a float's smallest normal (softmax's exp stops above it) weigh nothing,
-    // as do groups whose scales are all 0 (their values are their zero points).
-    const __m512 largest = horizontal16(largest_of, [](__m512 x, __m512 y) { return _mm512_max_ps(x, y); });
-    const __mmask16 scale_lanes = static_cast<__mmask16>(((1u << groups) - 1) << G);
-    const __m512 numerator = _mm512_mask_blend_ps(scale_lanes, _mm512_set1_ps(1.f), _mm512_set1_ps(kSteps));
-    alignas(64) float inverse[kLanes], maxima[kLanes], unit[kLanes];
-    _mm512_store_ps(inverse, _mm512_maskz_div_ps(_mm512_cmp_ps_mask(largest, _mm512_set1_ps(1e-37f), _CMP_GE_OQ), numerator, largest));
-    _mm512_store_ps(maxima, largest);
-    _mm512_store_ps(unit, _mm512_div_ps(largest, _mm512_set1_ps(kSteps)));
-    for (int g = 0; g < G; ++g)
-      for (auto& x : prob[g]) x = _mm512_mul_ps(x, _mm512_set1_ps(inverse[g]));
-    for (int gi = 0; gi < groups; ++gi) {
-      for (auto& x : scale[gi]) x = _mm512_mul_ps(x, _mm512_set1_ps(inverse[G + gi]));
-      for (int g = 0; g < G; ++g) {
-        __m512i w[kVectors];
-        for (int v = 0; v < kVectors; ++v) w[v] = _mm512_cvtps_epi32(_mm512_mul_ps(prob[g][v], scale[gi][v]));
-        if constexpr (kVectors == 2) {
-          _mm512_store_si512(out_weights.words[gi][g], _mm512_packs_epi32(w[0], w[1]));  // see word_of_pair
-        } else {
-          _mm256_store_si256(reinterpret_cast<__m256i*>(out_weights.words[gi][g]), _mm512_cvtepi32_epi16(w[0]));
-        }
-        out_weights.factor[gi][g] = maxima[g] * unit[G + gi];
-      }
-    }
-  };
-
-  // Unit u's products, into the outputs; meanwhile the next tile's vectors of its head go into L2,
-  // a share with each chunk (a tile's at once would stall on the fetches in flight).
-  auto run = [&](int u, const TileWeights<G>& tw) {
-    const int tile = u / heads.count, h = u % heads.count;
-    const std::uint8_t* const* rows = tile_rows[tile & 3];
-    const std::uint8_t* const* next = tile_rows[(tile + 1) & 3];
-    const int next_n = tile + 1 < tiles ? tile_tokens[(tile + 1) & 3] : 0;
-    const std::size_t at = static_cast<std::size_t>(h) * bytes;
-    for (int gi = 0; gi < groups; ++gi) {
-      for (int ch = 0; ch < chunks; ++ch) {
-        const int share = gi * chunks + ch, shares = groups * chunks;
-        for (int r = next_n * share / shares; r < next_n * (share + 1) / shares; ++r) prefetch_l2(next[r] + at, bytes);
-        const std::size_t code_at = at + static_cast<std::size_t>(gi) * layout.group_bytes + ch * chunk_bytes;
-        __m512i dot[G][2];
-        for (auto& d : dot) d[0] = d[1] = _mm512_setzero_si512();
-        const std::int32_t* w = tw.words[gi][0];
-        auto pair = [&]<int J>(std::integral_constant<int, J>) {
-          __m512i x[2];
-          pair_codes<Int4>(rows[2 * J] + code_at, rows[2 * J + 1] + code_at, x);
-          [&]<int... Gs>(std::integer_sequence<int, Gs...>) {
-            ((dot[Gs][0] = dot_words<Gs * kPairs + word_of_pair(J), G * kPairs>(dot[Gs][0], x[0], w)), ...);
-            ((dot[Gs][1] = dot_words<Gs * kPairs + word_of_pair(J), G * kPairs>(dot[Gs][1], x[1], w)), ...);
-          }(std::make_integer_sequence<int, G>{});
-        };
-        [&]<int... Js>(std::integer_sequence<int, Js...>) {
-          (pair(std::integral_constant<int, Js>{}), ...);
-        }(std::make_integer_sequence<int, kPairs>{});
-        for (int g = 0; g < G; ++g) {
-          float* acc = acc_store + (static_cast<std::size_t>(h) * G + g) * hd + (gi * chunks + ch) * kChunk;
-          const __m512 fg = _mm512_set1_ps(tw.factor[gi][g]);
-          for (int k = 0; k < 2; ++k)
-            _mm512_storeu_ps(acc + k * kLanes, _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[g][k]), fg, _mm512_loadu_ps(acc + k * kLanes)));
-        }
-      }
-    }
-  };
-
-  prepare(0, buffers[0]);
-  for (int u = 0; u < units; ++u) {
-    if (u + 1 < units) {
-      const int next_tile = (u + 1) / heads.count;
-      if ((u + 1) % heads.count == 0 && next_tile + 1 < tiles) fill(next_tile + 1);  // the tile after, for prefetching
-      prepare(u + 1, buffers[(u + 1) & 1]);
-    }
-    run(u, buffers[u & 1]);
-  }
-  for (int head = 0; head < G * heads.count; ++head) {  // the query heads, in order
-    const float inv = 1.f / denominators[head];
-    const float* acc = acc_store + static_cast<std::size_t>(head) * hd;
-    float* o = out + static_cast<std::size_t>(head) * hd;
-    for (int gi = 0; gi < groups; ++gi) {
-      const float zero = _mm512_reduce_add_ps(_mm512_loadu_ps(zero_store + (static_cast<std::size_t>(head) * groups + gi) * kLanes));
-      for (int ch = 0; ch < chunks; ++ch) {
-        const int first = gi * layout.group + ch * kChunk;
-        for (int k = 0; k < 2; ++k)
-          for (int l = 0; l < kLanes; ++l) o[first + chunk_channel<Int4>(k, l)] = (acc[first + k * kLanes + l] + zero) * inv;
-      }
-    }
-  }
-}
-
-template <bool Int4>
-void weighted_values_of(const DecodeAttentionArgs& a, const std::int32_t* table, const Heads& heads, int ctx, const float* p,
-                        const float* denominators, float* out) {
-  switch (a.q_heads / a.shape.kv_heads) {
-    case 1: weighted_values<1, Int4>(a, table, heads, ctx, p, denominators, out); break;
-    case 2: weighted_values<2, Int4>(a, table, heads, ctx, p, denominators, out); break;
-    case 4: weighted_values<4, Int4>(a, table, heads, ctx, p, denominators, out); break;
-    default: weighted_values<8, Int4>(a, table, heads, ctx, p, denominators, out); break;
-  }
-}
-
 }  // namespace
+
+bool vnni_value_tile_takes(const KvFormat& f, int heads) {
+  return vnni_takes(f) && f.groups() <= kMaxGroups && heads + f.groups() <= kLanes && (heads <= 4 || heads == 8);
+}
+
+void vnni_weigh_tile(const KvFormat& f, int heads, const VnniValueTile& tile) {
+  switch (heads) {
+    case 1: return weigh_tile<1>(f, tile);
+    case 2: return weigh_tile<2>(f, tile);
+    case 3: return weigh_tile<3>(f, tile);
+    case 4: return weigh_tile<4>(f, tile);
+    default: return weigh_tile<8>(f, tile);
+  }
+}
+
+int vnni_value_position(const KvFormat& f, int channel) {
+  const int in_chunk = channel % kChunk;
+  const int lane = f.bits() == 4 ? (in_chunk % 2) * kLanes + in_chunk / 2  // chunk_channel<true>(k, l) = 2l + k
+                                 : ((in_chunk / 4) % 2) * kLanes + (in_chunk / 8) * 4 + in_chunk % 4;  // 8 (l / 4) + 4k + l % 4
+  return channel - in_chunk + lane;
+}
 
 void vnni_weighted_values(const DecodeAttentionArgs& a, int seq, int first_kv_head, int kv_heads, const float* numerators,
                           const float* denominators) {
   const KvFormat& f = a.shape.format;
-  const int group_heads = a.q_heads / a.shape.kv_heads;
-  float* out = a.out + (static_cast<std::size_t>(seq) * a.q_heads + static_cast<std::size_t>(first_kv_head) * group_heads) * f.head_dim;
+  const Layout layout(a.shape);
+  const int G = a.q_heads / a.shape.kv_heads, hd = f.head_dim, groups = layout.groups, ctx = a.context_lens[seq];
   const std::int32_t* table = a.block_tables + static_cast<std::size_t>(seq) * a.max_blocks_per_seq;
-  const Heads heads{first_kv_head, kv_heads};
-  if (f.bits() == 4) {
-    weighted_values_of<true>(a, table, heads, a.context_lens[seq], numerators, denominators, out);
-  } else {
-    weighted_values_of<false>(a, table, heads, a.context_lens[seq], numerators, denominators, out);
+  const std::size_t bytes = layout.vector_bytes, span = bytes * static_cast<std::size_t>(kv_heads);
+  // Outputs in vnni_value_position's order ([h][g][hd]) and the zero points' sums in lanes of
+  // tokens ([h][g][group][lane]), folded at the end.
+  thread_local std::vector<float> acc_storage, zero_storage;
+  float* const acc = zeroed_lines(acc_storage, static_cast<std::size_t>(kv_heads) * G * hd);
+  float* const zero_sums = zeroed_lines(zero_storage, static_cast<std::size_t>(kv_heads) * G * groups * kLanes);
+  // This tile's rows and the next one's (rows past the sequence's end repeat its last, weight 0).
+  const std::uint8_t* tiles[2][kTile];
+  Rows rows_of(a.v_cache, table, layout, first_kv_head, ctx, 0);
+  auto fill = [&](const std::uint8_t** rows, int from) {
+    const int n = std::max(0, std::min(kTile, ctx - from));
+    for (int j = 0; j < n; ++j, rows_of.next()) rows[j] = rows_of.row();
+    for (int j = n; j < kTile && n > 0; ++j) rows[j] = rows[n - 1];
+    return n;
+  };
+  int next_n = fill(tiles[0], 0);
+  for (int j = 0; j < next_n; ++j) prefetch_l2(tiles[0][j], span);
+  for (int t0 = 0, current = 0; t0 < ctx; t0 += kTile, current ^= 1) {
+    const int n = next_n;
+    next_n = fill(tiles[current ^ 1], t0 + kTile);
+    for (int h = 0; h < kv_heads; ++h) {
+      VnniValueTile tile;
+      tile.rows = tiles[current];
+      tile.offset = static_cast<std::size_t>(h) * bytes;
+      tile.tokens = n;
+      tile.probs = numerators + static_cast<std::size_t>(h) * G * ctx + t0;
+      tile.probs_stride = static_cast<std::size_t>(ctx);
+      tile.zero_sums = zero_sums + static_cast<std::size_t>(h) * G * groups * kLanes;
+      tile.acc = acc + static_cast<std::size_t>(h) * G * hd;
+      tile.prefetch = tiles[current ^ 1];
+      tile.prefetch_count = next_n;
+      vnni_weigh_tile(f, G, tile);
+    }
+  }
+  float* out = a.out + (static_cast<std::size_t>(seq) * a.q_heads + static_cast<std::size_t>(first_kv_head) * G) * hd;
+  for (int head = 0; head < G * kv_heads; ++head) {  // the query heads, in order
+    const float inv = 1.f / denominators[head];
+    float zero[kMaxGroups];
+    for (int gi = 0; gi < groups; ++gi)
+      zero[gi] = _mm512_reduce_add_ps(_mm512_loadu_ps(zero_sums + (static_cast<std::size_t>(head) * groups + gi) * kLanes));
+    for (int c = 0; c < hd; ++c)
+      out[static_cast<std::size_t>(head) * hd + c] =
+          (acc[static_cast<std::size_t>(head) * hd + vnni_value_position(f, c)] + zero[c / layout.group]) * inv;
   }
 }
 
@@ -309,6 +301,9 @@ void vnni_weighted_values(const DecodeAttentionArgs& a, int seq, int first_kv_he
 #else
 
 namespace memtwin::kernels::simd {
+bool vnni_value_tile_takes(const KvFormat&, int) { return false; }
+void vnni_weigh_tile(const KvFormat&, int, const VnniValueTile&) {}
+int vnni_value_position(const KvFormat&, int channel) { return channel; }
 void vnni_weighted_values(const DecodeAttentionArgs&, int, int, int, const float*, const float*) {}
 }  // namespace memtwin::kernels::simd
 
