@@ -50,7 +50,9 @@ void attend_kivi_avx2(const KiviDecodeArgs& a, int seq, int first_kv_head, int k
 /// checks the CPU (avx512_supported()).
 bool kivi_avx512_takes(const KiviDecodeArgs& a);
 /// As attend_kivi_avx2, with AVX-512 (kivi_decode_avx512.cpp). Only for calls kivi_avx512_takes.
-void attend_kivi_avx512(const KiviDecodeArgs& a, int seq, int first_kv_head, int kv_heads);
+/// `vnni`: the CPU has AVX-512 VNNI and the call allows it, so the values of 8- and 4-bit caches
+/// (groups a multiple of 32) are weighed in integers (kivi_values_in_integers).
+void attend_kivi_avx512(const KiviDecodeArgs& a, int seq, int first_kv_head, int kv_heads, bool vnni);
 
 /// Whether vnni_key_scores takes this format: int8 or int4 with groups a multiple of 32 channels
 /// up to 128, in a build with the kernel (decode_attention_vnni.cpp).

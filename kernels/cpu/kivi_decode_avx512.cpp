@@ -80,7 +80,7 @@ inline void gather_scales(const std::uint8_t* p, __m512i offsets, float* scales,
 // One sequence's KV heads [first_kv_head, end_kv_head): see the file's comment. H query heads of a
 // KV head at a time (H divides the GQA group).
 template <int Bits, int H>
-void attend(const KiviDecodeArgs& a, int seq, int first_kv_head, int end_kv_head) {
+void attend(const KiviDecodeArgs& a, int seq, int first_kv_head, int end_kv_head, bool vnni) {
   const KiviPagedShape& s = a.shape;
   const int hd = s.head_dim, G = s.group, gqa = a.q_heads / s.kv_heads;
   const std::int64_t n = a.context_lens[seq], quantized = s.quantized_tokens(n), groups = quantized / G;
@@ -184,8 +184,37 @@ void attend(const KiviDecodeArgs& a, int seq, int first_kv_head, int end_kv_head
   for (int row = first_row; row < end_row; ++row)
     softmax<1>(scores.data() + static_cast<std::size_t>(row) * n, static_cast<int>(n), &denominators[static_cast<std::size_t>(row)]);
 
-  // V pass over the quantised groups, in code space.
-  for (std::int64_t g = 0; g < groups; ++g) {
+  // V pass over the quantised groups, in code space: in integers, tile by tile (VnniValueTile; the
+  // group's tokens' vectors lie one after another), or in floating point.
+  vnni = vnni && Bits != 2 && G % kIntegerWeightTile == 0 && vnni_value_tile_takes(value_format, H);
+  for (std::int64_t g = 0; g < groups && vnni; ++g) {
+    const std::uint8_t* group = range.group(g);
+    for (int kvh = first_kv_head; kvh < end_kv_head; ++kvh) {
+      const std::uint8_t* values = group + static_cast<std::size_t>(kvh) * s.head_group_bytes() + s.key_group_bytes();
+      const std::uint8_t* next_values = g + 1 < groups ? head_part(g + 1, kvh) + s.key_group_bytes() : nullptr;
+      const std::uint8_t* rows[kIntegerWeightTile];
+      const std::uint8_t* next_rows[kIntegerWeightTile];
+      for (int t0 = 0; t0 < G; t0 += kIntegerWeightTile) {
+        for (int j = 0; j < kIntegerWeightTile; ++j) {
+          rows[j] = values + static_cast<std::size_t>(t0 + j) * value_bytes;
+          if (next_values) next_rows[j] = next_values + static_cast<std::size_t>(t0 + j) * value_bytes;
+        }
+        for (int first = 0; first < gqa; first += H) {
+          VnniValueTile tile;
+          tile.rows = rows;
+          tile.tokens = kIntegerWeightTile;
+          tile.probs = scores.data() + row_of(kvh, first, 0) * n + g * G + t0;
+          tile.probs_stride = static_cast<std::size_t>(n);
+          tile.zero_sums = zero_sums.data() + row_of(kvh, first, 0) * value_groups * kLanes;
+          tile.acc = acc.data() + row_of(kvh, first, 0) * hd;
+          tile.prefetch = next_rows;
+          tile.prefetch_count = next_values && first == 0 ? kIntegerWeightTile : 0;
+          vnni_weigh_tile(value_format, H, tile);
+        }
+      }
+    }
+  }
+  for (std::int64_t g = 0; g < groups && !vnni; ++g) {
     const std::uint8_t* group = range.group(g);
     for (int kvh = first_kv_head; kvh < end_kv_head; ++kvh) {
       const std::uint8_t* values = group + static_cast<std::size_t>(kvh) * s.head_group_bytes() + s.key_group_bytes();
@@ -264,20 +293,21 @@ void attend(const KiviDecodeArgs& a, int seq, int first_kv_head, int end_kv_head
       zero_sum[vg] = _mm512_reduce_add_ps(_mm512_loadu_ps(zero_sums.data() + (static_cast<std::size_t>(row) * value_groups + vg) * kLanes));
     for (int c = 0; c < hd; ++c) {
       const std::size_t at = static_cast<std::size_t>(row) * hd;
-      const float coded = acc[at + static_cast<std::size_t>(c - c % kChunk + position<Bits>(c % kChunk))];
+      const int where = vnni ? vnni_value_position(value_format, c) : c - c % kChunk + position<Bits>(c % kChunk);
+      const float coded = acc[at + static_cast<std::size_t>(where)];
       out[at + c] = (coded + zero_sum[c / G] + residual[at + c]) * inv;
     }
   }
 }
 
 template <int Bits>
-void attend_bits(const KiviDecodeArgs& a, int seq, int first, int end) {
+void attend_bits(const KiviDecodeArgs& a, int seq, int first, int end, bool vnni) {
   switch (const int gqa = a.q_heads / a.shape.kv_heads; gqa == 8 ? 8 : gqa % 4 == 0 ? 4 : gqa % 3 == 0 ? 3 : gqa % 2 == 0 ? 2 : 1) {
-    case 8: return attend<Bits, 8>(a, seq, first, end);
-    case 4: return attend<Bits, 4>(a, seq, first, end);
-    case 3: return attend<Bits, 3>(a, seq, first, end);
-    case 2: return attend<Bits, 2>(a, seq, first, end);
-    default: return attend<Bits, 1>(a, seq, first, end);
+    case 8: return attend<Bits, 8>(a, seq, first, end, vnni);
+    case 4: return attend<Bits, 4>(a, seq, first, end, vnni);
+    case 3: return attend<Bits, 3>(a, seq, first, end, vnni);
+    case 2: return attend<Bits, 2>(a, seq, first, end, vnni);
+    default: return attend<Bits, 1>(a, seq, first, end, vnni);
   }
 }
 
@@ -289,12 +319,12 @@ bool kivi_avx512_takes(const KiviDecodeArgs& a) {
          (s.bits == 2 || s.bits == 4 || s.bits == 8);
 }
 
-void attend_kivi_avx512(const KiviDecodeArgs& a, int seq, int first_kv_head, int kv_heads) {
+void attend_kivi_avx512(const KiviDecodeArgs& a, int seq, int first_kv_head, int kv_heads, bool vnni) {
   const int end = first_kv_head + kv_heads;
   switch (a.shape.bits) {
-    case 8: return attend_bits<8>(a, seq, first_kv_head, end);
-    case 4: return attend_bits<4>(a, seq, first_kv_head, end);
-    default: return attend_bits<2>(a, seq, first_kv_head, end);
+    case 8: return attend_bits<8>(a, seq, first_kv_head, end, vnni);
+    case 4: return attend_bits<4>(a, seq, first_kv_head, end, vnni);
+    default: return attend_bits<2>(a, seq, first_kv_head, end, false);
   }
 }
 
@@ -304,7 +334,7 @@ void attend_kivi_avx512(const KiviDecodeArgs& a, int seq, int first_kv_head, int
 
 namespace memtwin::kernels::simd {
 bool kivi_avx512_takes(const KiviDecodeArgs&) { return false; }
-void attend_kivi_avx512(const KiviDecodeArgs&, int, int, int) {}
+void attend_kivi_avx512(const KiviDecodeArgs&, int, int, int, bool) {}
 }  // namespace memtwin::kernels::simd
 
 #endif

@@ -318,7 +318,7 @@ void kivi_decode_attention(const KiviDecodeArgs& a, SimdLevel highest) {
   for (int unit = 0; unit < split.units(); ++unit) {
     const auto [seq, first, count] = split[unit];
     if (avx512) {
-      simd::attend_kivi_avx512(a, seq, first, count);
+      simd::attend_kivi_avx512(a, seq, first, count, level >= SimdLevel::avx512_vnni);
     } else {
       simd::attend_kivi_avx2(a, seq, first, count);
     }
