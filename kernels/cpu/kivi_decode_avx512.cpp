@@ -69,6 +69,13 @@ constexpr int position(int e) {
   return (k / 2) * kLanes + (k % 2) * 8 + byte;
 }
 
+// acc + x times the float at w, broadcast from memory inside the instruction: GCC 12 spends a
+// separate broadcast on each weight instead.
+inline __m512 fma_broadcast(__m512 acc, __m512 x, const float* w) {
+  asm("vfmadd231ps %[w]%{1to16%}, %[x], %[acc]" : [acc] "+v"(acc) : [x] "v"(x), [w] "m"(*w));
+  return acc;
+}
+
 // Sixteen fp16 scale/zero pairs at `p`, `p + stride`, ...: their scales and zero points as floats.
 inline void gather_scales(const std::uint8_t* p, __m512i offsets, float* scales, float* zeros) {
   __m512 scale, zero;
@@ -147,9 +154,8 @@ void attend(const KiviDecodeArgs& a, int seq, int first_kv_head, int end_kv_head
             __m512 x0, x1;
             codes32<Bits>(codes, x0, x1);
             for (int h = 0; h < H; ++h) {
-              const __m512 w = _mm512_set1_ps(weights[h][c]);
-              sum[h][0] = _mm512_fmadd_ps(w, x0, sum[h][0]);
-              sum[h][1] = _mm512_fmadd_ps(w, x1, sum[h][1]);
+              sum[h][0] = fma_broadcast(sum[h][0], x0, &weights[h][c]);
+              sum[h][1] = fma_broadcast(sum[h][1], x1, &weights[h][c]);
             }
           }
           for (int h = 0; h < H; ++h) {
