@@ -1,7 +1,7 @@
 // Benchmark (not a test): KV kernels' throughput as bytes moved per second and as a fraction of the
 // device's copy bandwidth measured in the same run (a STREAM-like copy on the CPU, a device-to-device
 // copy on the GPU), for contexts 1K-128K and batches 1-64, Llama-3-8B attention shape
-// (32 query heads, 8 KV heads, head_dim 128). Warm-up, then timed repeats (nccl-tests style).
+// (32 query heads, 8 KV heads, head_dim 128). Warm-up, then the median of timed repeats.
 // Then decode attention on one thread at 8K context, every format KIVI's included, against the
 // fractions of copy bandwidth the project targets, and against the fraction the multiply-adds
 // alone allow on this core (its fp32 multiply-add rate measured in the same run).
@@ -39,12 +39,19 @@ namespace {
 
 constexpr int kQHeads = 32, kKvHeads = 8, kHeadDim = 128, kBlock = 16;
 
+// The median of `repeats` timed runs after `warmup` untimed ones: on a shared VM a neighbour's
+// burst slows some runs by tens of percent, which a mean carries into the figure.
 template <class F>
 double seconds_per_run(F run, int warmup, int repeats) {
   for (int i = 0; i < warmup; ++i) run();
-  const auto start = Clock::now();
-  for (int i = 0; i < repeats; ++i) run();
-  return std::chrono::duration<double>(Clock::now() - start).count() / repeats;
+  std::vector<double> seconds(static_cast<std::size_t>(repeats));
+  for (double& t : seconds) {
+    const auto start = Clock::now();
+    run();
+    t = std::chrono::duration<double>(Clock::now() - start).count();
+  }
+  std::nth_element(seconds.begin(), seconds.begin() + repeats / 2, seconds.end());
+  return seconds[static_cast<std::size_t>(repeats / 2)];
 }
 
 // A cache with `batch` sequences of `context` tokens, filled with random quantised vectors.
@@ -102,7 +109,7 @@ Workload make_workload(KvElement e, int context, int batch) {
 double cpu_copy_bandwidth() {
   const std::size_t bytes = std::size_t{256} << 20;
   std::vector<char> a(bytes, 1), b(bytes, 0);
-  const double t = seconds_per_run([&] { std::memcpy(b.data(), a.data(), bytes); }, 2, 5);
+  const double t = seconds_per_run([&] { std::memcpy(b.data(), a.data(), bytes); }, 2, 9);
   return 2.0 * bytes / t;  // read + write
 }
 
@@ -136,7 +143,7 @@ double kivi_seconds(int bits, int context, double& kv_bytes) {
   const auto args = make_kivi_decode_args(query.data(), cache.data(), table.data(), &context_len, out.data(), 1, kQHeads,
                                           max_blocks, shape);
   kv_bytes = static_cast<double>(shape.sequence_bytes(context));
-  return seconds_per_run([&] { kivi_decode_attention(args); }, 2, 10);
+  return seconds_per_run([&] { kivi_decode_attention(args); }, 2, 31);
 }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -194,7 +201,7 @@ void bench_cpu_single_thread(double copy) {
                 "context %d take at least %.0f us\n",
                 simd_level_name(cpu_simd_level()), rate / 1e9, multiply_adds / 1e6, context, multiply_adds / rate * 1e6);
   }
-  std::printf("cpu decode attention, one thread, context %d, batch 1 (of %.1f GB/s copy; %s kernels):\n", context, copy / 1e9,
+  std::printf("cpu decode attention, one thread, context %d, batch 1, median of 31 calls (of %.1f GB/s copy; %s kernels):\n", context, copy / 1e9,
               simd_level_name(cpu_simd_level()));
   struct Row {
     std::string name;
@@ -205,10 +212,10 @@ void bench_cpu_single_thread(double copy) {
     Workload w = make_workload(e, context, 1);
     auto a = w.args();
     const bool integer_scores = scores_against_rounded_query(a, cpu_simd_level());
-    rows.push_back({element_name(e), seconds_per_run([&] { decode_attention(a); }, 2, 10), w.kv_bytes(), target,
+    rows.push_back({element_name(e), seconds_per_run([&] { decode_attention(a); }, 2, 31), w.kv_bytes(), target,
                     integer_scores ? multiply_adds / 2 : multiply_adds});
     if (integer_scores) {  // beside it, the same call with fp32 scores (the AVX-512 level)
-      rows.push_back({std::string(element_name(e)) + "/fp32", seconds_per_run([&] { decode_attention(a, SimdLevel::avx512); }, 2, 10),
+      rows.push_back({std::string(element_name(e)) + "/fp32", seconds_per_run([&] { decode_attention(a, SimdLevel::avx512); }, 2, 31),
                       w.kv_bytes(), 0.0, multiply_adds});
     }
   }
@@ -265,7 +272,7 @@ void bench_cpu_under_load() {
 
 void bench_cpu(bool quick) {
   const double copy = cpu_copy_bandwidth();
-  std::printf("cpu copy bandwidth (memcpy 256 MiB, read+write): %.1f GB/s\n", copy / 1e9);
+  std::printf("cpu copy bandwidth (memcpy 256 MiB, read+write, median of 9): %.1f GB/s\n", copy / 1e9);
   bench_cpu_single_thread(copy);
   bench_cpu_under_load();
   std::printf("%-6s %-5s %8s %6s %12s %10s %8s %10s\n", "device", "kv", "context", "batch", "time_us", "GB/s", "of_copy",

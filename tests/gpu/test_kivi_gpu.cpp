@@ -89,7 +89,7 @@ void kivi_matches_cpu(int bits, int head_dim) {
   const auto query = random_floats(static_cast<std::size_t>(seqs) * q_heads * head_dim, 99);
   std::vector<float> expected(query.size());
   const auto a = make_kivi_decode_args(query.data(), cpu.data(), tables.data(), held.data(), expected.data(), seqs, q_heads, per_seq, s);
-  kivi_decode_attention(a);
+  kivi_decode_attention(a, SimdLevel::avx512);  // the CPU's floating-point kernel (not the integer V pass), as the CUDA one
   KiviDecodeArgs d = a;
   d.query = to_device(query);
   d.cache = gpu;
