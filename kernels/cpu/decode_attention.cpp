@@ -190,7 +190,7 @@ void decode_attention(const DecodeAttentionArgs& a, SimdLevel highest) {
 
 bool scores_against_rounded_query(const DecodeAttentionArgs& a, SimdLevel highest) {
   return std::min(highest, cpu_simd_level()) >= SimdLevel::avx512_vnni && simd::avx512_takes(a) &&
-         simd::vnni_takes(a.shape.format);
+         simd::vnni_takes(a.shape.format) && simd::vnni_value_tile_takes(a.shape.format, a.q_heads / a.shape.kv_heads);
 }
 
 void reference_decode_attention(const float* query, const float* k, const float* v, const std::int32_t* context_lens,

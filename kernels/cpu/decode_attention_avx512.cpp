@@ -319,7 +319,7 @@ bool avx512_takes(const DecodeAttentionArgs& a) {
 bool attend_heads_avx512(const DecodeAttentionArgs& a, int seq, int first_kv_head, int kv_heads, bool vnni) {
   if (!avx512_takes(a)) return false;
   const Heads heads{first_kv_head, kv_heads};
-  vnni = vnni && vnni_takes(a.shape.format);
+  vnni = vnni && vnni_takes(a.shape.format) && vnni_value_tile_takes(a.shape.format, a.q_heads / a.shape.kv_heads);
   switch (a.q_heads / a.shape.kv_heads) {
     case 1: attend_format<1>(a, seq, heads, vnni); break;
     case 2: attend_format<2>(a, seq, heads, vnni); break;

@@ -53,6 +53,16 @@ inline std::vector<float> rounded_query(const std::vector<float>& q, int group) 
   return out;
 }
 
+// One sequence's cache of `shape` holding x's vectors (one a token and KV head) in token order, its
+// blocks in order (table: 0, 1, 2, ...).
+inline std::vector<std::uint8_t> contiguous_cache(const memtwin::kernels::PagedShape& shape, const std::vector<float>& x) {
+  std::vector<std::uint8_t> cache(shape.bytes());
+  std::vector<std::int64_t> slots(static_cast<std::size_t>(shape.num_blocks) * shape.block_size);
+  for (std::size_t i = 0; i < slots.size(); ++i) slots[i] = static_cast<std::int64_t>(i);
+  memtwin::kernels::write_paged(x.data(), slots.data(), static_cast<int>(slots.size()), shape, cache.data());
+  return cache;
+}
+
 // How far decode attention's integer V pass may move an output from exact weights (kv_kernels.h,
 // kIntegerWeightTile): the tile over 65534 times the largest range (max - min) of any quantisation
 // group among the cached values `cached` (as_cached), with a little room for the floats' rounding.

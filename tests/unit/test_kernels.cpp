@@ -23,6 +23,7 @@ using namespace memtwin::kernels;
 using memtwin::test::format;
 using memtwin::test::integer_weight_bound;
 using memtwin::test::as_cached;
+using memtwin::test::contiguous_cache;
 using memtwin::test::rounded_query;
 using memtwin::test::synthetic_kv;
 
@@ -166,13 +167,9 @@ TEST_CASE("integer key scores stay within the bound the rounded query sets", "[u
     const auto k = synthetic_kv(static_cast<std::size_t>(max_blocks) * block_size, head_dim, 11, true);
     const auto v = synthetic_kv(k.size() / head_dim, head_dim, 12, false);
     const auto q = synthetic_kv(q_heads, head_dim, 13, true);
-    std::vector<std::uint8_t> kc(shape.bytes()), vc(shape.bytes());
+    const std::vector<std::uint8_t> kc = contiguous_cache(shape, k), vc = contiguous_cache(shape, v);
     std::vector<std::int32_t> table(max_blocks);
     std::iota(table.begin(), table.end(), 0);
-    std::vector<std::int64_t> slots(static_cast<std::size_t>(max_blocks) * block_size);
-    std::iota(slots.begin(), slots.end(), 0);
-    write_paged(k.data(), slots.data(), static_cast<int>(slots.size()), shape, kc.data());
-    write_paged(v.data(), slots.data(), static_cast<int>(slots.size()), shape, vc.data());
     const std::vector<std::int32_t> context = {ctx};
     std::vector<float> out(q.size()), exact(q.size());
     const auto args = make_decode_args(q.data(), kc.data(), vc.data(), table.data(), context.data(), out.data(), 1, q_heads,
@@ -210,8 +207,8 @@ TEST_CASE("integer key scores stay within the bound the rounded query sets", "[u
 TEST_CASE("integer-weighted values stay within the bound their rounding sets", "[unit]") {
   // kv_kernels.h, kIntegerWeightTile: each output within tile / 65534 of the largest group range
   // of the output with exact weights. Against the reference with the same rounded query, so only
-  // the values' weights differ: two heads attend mostly to one token (a key times 3 as the query,
-  // the other tokens' weights then small beside it in their tiles), two diffusely.
+  // the values' weights differ: two heads attend mostly to one token (a tenth of its key as the
+  // query: the other tokens' weights then small beside it in their tiles), two diffusely.
   const int head_dim = 128, q_heads = 4, kv_heads = 1, block_size = 16, max_blocks = 64, ctx = 1000;
   for (KvElement e : {KvElement::int8, KvElement::int4}) {
     PagedShape shape{max_blocks, block_size, kv_heads, format(e, head_dim, 32)};
@@ -220,13 +217,9 @@ TEST_CASE("integer-weighted values stay within the bound their rounding sets", "
     auto q = synthetic_kv(q_heads, head_dim, 23, false);
     for (int h = 0; h < 2; ++h)
       for (int i = 0; i < head_dim; ++i) q[static_cast<std::size_t>(h) * head_dim + i] = 0.1f * k[static_cast<std::size_t>(417 + h) * head_dim + i];
-    std::vector<std::uint8_t> kc(shape.bytes()), vc(shape.bytes());
+    const std::vector<std::uint8_t> kc = contiguous_cache(shape, k), vc = contiguous_cache(shape, v);
     std::vector<std::int32_t> table(max_blocks);
     std::iota(table.begin(), table.end(), 0);
-    std::vector<std::int64_t> slots(static_cast<std::size_t>(max_blocks) * block_size);
-    std::iota(slots.begin(), slots.end(), 0);
-    write_paged(k.data(), slots.data(), static_cast<int>(slots.size()), shape, kc.data());
-    write_paged(v.data(), slots.data(), static_cast<int>(slots.size()), shape, vc.data());
     const std::vector<std::int32_t> context = {ctx};
     const int stride = max_blocks * block_size;
     std::vector<float> out(q.size()), rounded(q.size()), weights(static_cast<std::size_t>(q_heads) * stride);
