@@ -51,7 +51,7 @@ void attend_kivi_avx2(const KiviDecodeArgs& a, int seq, int first_kv_head, int k
 bool kivi_avx512_takes(const KiviDecodeArgs& a);
 /// As attend_kivi_avx2, with AVX-512 (kivi_decode_avx512.cpp). Only for calls kivi_avx512_takes.
 /// `vnni`: the CPU has AVX-512 VNNI and the call allows it, so the values of 8- and 4-bit caches
-/// (groups a multiple of 32) are weighed in integers (kivi_values_in_integers).
+/// (groups a multiple of 32) are weighed in integers (vnni_weigh_tile).
 void attend_kivi_avx512(const KiviDecodeArgs& a, int seq, int first_kv_head, int kv_heads, bool vnni);
 
 /// Whether vnni_key_scores takes this format: int8 or int4 with groups a multiple of 32 channels
@@ -88,7 +88,7 @@ int vnni_value_position(const KvFormat& f, int channel);
 /// those query heads, sum_t w'_t v_t / denominator, from each query head's softmax numerators
 /// (`numerators`, laid out as vnni_key_scores writes scores) and their sums (`denominators`, one a
 /// query head); w'_t is p_t times the value's group scale rounded to 16-bit fixed point per tile of
-/// 16 tokens (see values_weighted_in_integers). Only on CPUs with AVX-512 VNNI.
+/// kIntegerWeightTile tokens (kv_kernels.h). Only on CPUs with AVX-512 VNNI.
 void vnni_weighted_values(const DecodeAttentionArgs& a, int seq, int first_kv_head, int kv_heads, const float* numerators,
                           const float* denominators);
 

@@ -36,10 +36,10 @@ namespace {
 
 using namespace avx512;
 
-constexpr int kTile = kIntegerWeightTile;  // tokens whose weights share a scale: kVectors vectors of probabilities
+constexpr int kTile = kIntegerWeightTile;  // tokens whose weights share a scale: two vectors of probabilities
 constexpr int kVectors = kTile / kLanes;
 constexpr int kPairs = kTile / 2;
-static_assert(kVectors == 1 || kVectors == 2);
+static_assert(kVectors == 2, "the weights pack two vectors into one (word_of_pair)");
 constexpr int kChunk = 32;  // channels of a chunk: two output vectors of sixteen
 constexpr int kMaxGroups = 8;  // head_dim 256 in groups of 32
 constexpr float kSteps = 32767.f;
@@ -81,10 +81,7 @@ inline void pair_codes(const std::uint8_t* a, const std::uint8_t* b, __m512i* x)
 // Where the weights of tokens 2j and 2j + 1 sit among a tile's sixteen 32-bit words: the tile's
 // two vectors of weights (tokens 0-15 and 16-31) packed to 16 bits interleave their 128-bit lanes
 // (_mm512_packs_epi32).
-constexpr int word_of_pair(int j) {
-  if (kVectors == 1) return j;
-  return j < kPairs / 2 ? 4 * (j / 2) + j % 2 : 4 * ((j - kPairs / 2) / 2) + 2 + j % 2;
-}
+constexpr int word_of_pair(int j) { return j < kPairs / 2 ? 4 * (j / 2) + j % 2 : 4 * ((j - kPairs / 2) / 2) + 2 + j % 2; }
 
 // A tile's rounded weights, two tokens a word (see word_of_pair), and what a unit of each stands
 // for, per value group and query head.
@@ -155,11 +152,7 @@ void round_weights(const KvFormat& f, const VnniValueTile& tile, TileWeights<H>&
     for (int h = 0; h < H; ++h) {
       __m512i w[kVectors];
       for (int v = 0; v < kVectors; ++v) w[v] = _mm512_cvtps_epi32(_mm512_mul_ps(prob[h][v], scale[gi][v]));
-      if constexpr (kVectors == 2) {
-        _mm512_store_si512(out.words[gi][h], _mm512_packs_epi32(w[0], w[1]));  // see word_of_pair
-      } else {
-        _mm256_store_si256(reinterpret_cast<__m256i*>(out.words[gi][h]), _mm512_cvtepi32_epi16(w[0]));
-      }
+      _mm512_store_si512(out.words[gi][h], _mm512_packs_epi32(w[0], w[1]));  // see word_of_pair
       out.factor[gi][h] = maxima[h] * unit[H + gi];
     }
   }

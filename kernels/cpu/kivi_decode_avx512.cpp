@@ -193,86 +193,91 @@ void attend(const KiviDecodeArgs& a, int seq, int first_kv_head, int end_kv_head
   // V pass over the quantised groups, in code space: in integers, tile by tile (VnniValueTile; the
   // group's tokens' vectors lie one after another), or in floating point.
   vnni = vnni && Bits != 2 && G % kIntegerWeightTile == 0 && vnni_value_tile_takes(value_format, H);
-  for (std::int64_t g = 0; g < groups && vnni; ++g) {
-    const std::uint8_t* group = range.group(g);
-    for (int kvh = first_kv_head; kvh < end_kv_head; ++kvh) {
-      const std::uint8_t* values = group + static_cast<std::size_t>(kvh) * s.head_group_bytes() + s.key_group_bytes();
-      const std::uint8_t* next_values = g + 1 < groups ? head_part(g + 1, kvh) + s.key_group_bytes() : nullptr;
-      const std::uint8_t* rows[kIntegerWeightTile];
-      const std::uint8_t* next_rows[kIntegerWeightTile];
-      for (int t0 = 0; t0 < G; t0 += kIntegerWeightTile) {
-        for (int j = 0; j < kIntegerWeightTile; ++j) {
-          rows[j] = values + static_cast<std::size_t>(t0 + j) * value_bytes;
-          if (next_values) next_rows[j] = next_values + static_cast<std::size_t>(t0 + j) * value_bytes;
+  if (vnni) {
+    for (std::int64_t g = 0; g < groups; ++g) {
+      const std::uint8_t* group = range.group(g);
+      for (int kvh = first_kv_head; kvh < end_kv_head; ++kvh) {
+        const std::uint8_t* values = group + static_cast<std::size_t>(kvh) * s.head_group_bytes() + s.key_group_bytes();
+        const std::uint8_t* next_values = g + 1 < groups ? head_part(g + 1, kvh) + s.key_group_bytes() : nullptr;
+        const std::uint8_t* rows[kIntegerWeightTile];
+        const std::uint8_t* next_rows[kIntegerWeightTile];
+        for (int t0 = 0; t0 < G; t0 += kIntegerWeightTile) {
+          for (int j = 0; j < kIntegerWeightTile; ++j) {
+            rows[j] = values + static_cast<std::size_t>(t0 + j) * value_bytes;
+            if (next_values) next_rows[j] = next_values + static_cast<std::size_t>(t0 + j) * value_bytes;
+          }
+          for (int first = 0; first < gqa; first += H) {
+            VnniValueTile tile;
+            tile.rows = rows;
+            tile.tokens = kIntegerWeightTile;
+            tile.probs = scores.data() + row_of(kvh, first, 0) * n + g * G + t0;
+            tile.probs_stride = static_cast<std::size_t>(n);
+            tile.zero_sums = zero_sums.data() + row_of(kvh, first, 0) * value_groups * kLanes;
+            tile.acc = acc.data() + row_of(kvh, first, 0) * hd;
+            tile.prefetch = next_rows;
+            tile.prefetch_count = next_values && first == 0 ? kIntegerWeightTile : 0;
+            vnni_weigh_tile(value_format, H, tile);
+          }
         }
+      }
+    }
+  } else {
+    for (std::int64_t g = 0; g < groups; ++g) {
+      const std::uint8_t* group = range.group(g);
+      for (int kvh = first_kv_head; kvh < end_kv_head; ++kvh) {
+        const std::uint8_t* values = group + static_cast<std::size_t>(kvh) * s.head_group_bytes() + s.key_group_bytes();
+        // (a token's bytes of the next group at every token of the first chunk below)
+        const std::uint8_t* next_values = g + 1 < groups ? head_part(g + 1, kvh) + s.key_group_bytes() : nullptr;
         for (int first = 0; first < gqa; first += H) {
-          VnniValueTile tile;
-          tile.rows = rows;
-          tile.tokens = kIntegerWeightTile;
-          tile.probs = scores.data() + row_of(kvh, first, 0) * n + g * G + t0;
-          tile.probs_stride = static_cast<std::size_t>(n);
-          tile.zero_sums = zero_sums.data() + row_of(kvh, first, 0) * value_groups * kLanes;
-          tile.acc = acc.data() + row_of(kvh, first, 0) * hd;
-          tile.prefetch = next_rows;
-          tile.prefetch_count = next_values && first == 0 ? kIntegerWeightTile : 0;
-          vnni_weigh_tile(value_format, H, tile);
-        }
-      }
-    }
-  }
-  for (std::int64_t g = 0; g < groups && !vnni; ++g) {
-    const std::uint8_t* group = range.group(g);
-    for (int kvh = first_kv_head; kvh < end_kv_head; ++kvh) {
-      const std::uint8_t* values = group + static_cast<std::size_t>(kvh) * s.head_group_bytes() + s.key_group_bytes();
-      // (a token's bytes of the next group at every token of the first chunk below)
-      const std::uint8_t* next_values = g + 1 < groups ? head_part(g + 1, kvh) + s.key_group_bytes() : nullptr;
-      for (int first = 0; first < gqa; first += H) {
-        // The group's weights p_t scale_t and zero sums, 16 tokens at a time.
-        for (int vg = 0; vg < value_groups; ++vg) {
-          for (int t0 = 0; t0 < G; t0 += kLanes) {
-            alignas(64) float scale[kLanes], zero[kLanes];
-            gather_scales(values + static_cast<std::size_t>(t0) * value_bytes + static_cast<std::size_t>(vg) * value_group_bytes +
-                              value_group_bytes - 4,
-                          token_offsets, scale, zero);
-            for (int h = 0; h < H; ++h) {
-              const std::size_t row = row_of(kvh, first, h);
-              const __m512 p = _mm512_loadu_ps(scores.data() + row * n + g * G + t0);
-              _mm512_storeu_ps(token_weights.data() + (static_cast<std::size_t>(vg) * H + h) * G + t0, _mm512_mul_ps(p, _mm512_load_ps(scale)));
-              float* z = zero_sums.data() + (row * value_groups + vg) * kLanes;
-              _mm512_storeu_ps(z, _mm512_fmadd_ps(p, _mm512_load_ps(zero), _mm512_loadu_ps(z)));
+          // The group's weights p_t scale_t and zero sums, 16 tokens at a time.
+          for (int vg = 0; vg < value_groups; ++vg) {
+            for (int t0 = 0; t0 < G; t0 += kLanes) {
+              alignas(64) float scale[kLanes], zero[kLanes];
+              gather_scales(values + static_cast<std::size_t>(t0) * value_bytes + static_cast<std::size_t>(vg) * value_group_bytes +
+                                value_group_bytes - 4,
+                            token_offsets, scale, zero);
+              for (int h = 0; h < H; ++h) {
+                const std::size_t row = row_of(kvh, first, h);
+                const __m512 p = _mm512_loadu_ps(scores.data() + row * n + g * G + t0);
+                _mm512_storeu_ps(token_weights.data() + (static_cast<std::size_t>(vg) * H + h) * G + t0,
+                                 _mm512_mul_ps(p, _mm512_load_ps(scale)));
+                float* z = zero_sums.data() + (row * value_groups + vg) * kLanes;
+                _mm512_storeu_ps(z, _mm512_fmadd_ps(p, _mm512_load_ps(zero), _mm512_loadu_ps(z)));
+              }
             }
           }
-        }
-        for (int c = 0; c < hd; c += kChunk) {
-          const int vg = c / G;
-          const std::uint8_t* codes = values + vg * value_group_bytes + (c % G) * Bits / 8;
-          const float* w = token_weights.data() + static_cast<std::size_t>(vg) * H * G;  // [h][t]
-          __m512 sum[H][2];
-          for (int h = 0; h < H; ++h) {
-            const float* at = acc.data() + row_of(kvh, first, h) * hd + c;
-            sum[h][0] = _mm512_loadu_ps(at);
-            sum[h][1] = _mm512_loadu_ps(at + kLanes);
-          }
-          const bool ask = next_values && first == 0 && c == 0;
-          for (int t = 0; t < G; ++t, codes += value_bytes) {
-            if (ask) prefetch_l2(next_values + t * value_bytes, value_bytes);
-            __m512 x0, x1;
-            codes32<Bits>(codes, x0, x1);
+          for (int c = 0; c < hd; c += kChunk) {
+            const int vg = c / G;
+            const std::uint8_t* codes = values + vg * value_group_bytes + (c % G) * Bits / 8;
+            const float* w = token_weights.data() + static_cast<std::size_t>(vg) * H * G;  // [h][t]
+            __m512 sum[H][2];
             for (int h = 0; h < H; ++h) {
-              const __m512 wt = _mm512_set1_ps(w[h * G + t]);
-              sum[h][0] = _mm512_fmadd_ps(wt, x0, sum[h][0]);
-              sum[h][1] = _mm512_fmadd_ps(wt, x1, sum[h][1]);
+              const float* at = acc.data() + row_of(kvh, first, h) * hd + c;
+              sum[h][0] = _mm512_loadu_ps(at);
+              sum[h][1] = _mm512_loadu_ps(at + kLanes);
             }
-          }
-          for (int h = 0; h < H; ++h) {
-            float* at = acc.data() + row_of(kvh, first, h) * hd + c;
-            _mm512_storeu_ps(at, sum[h][0]);
-            _mm512_storeu_ps(at + kLanes, sum[h][1]);
+            const bool ask = next_values && first == 0 && c == 0;
+            for (int t = 0; t < G; ++t, codes += value_bytes) {
+              if (ask) prefetch_l2(next_values + t * value_bytes, value_bytes);
+              __m512 x0, x1;
+              codes32<Bits>(codes, x0, x1);
+              for (int h = 0; h < H; ++h) {
+                const __m512 wt = _mm512_set1_ps(w[h * G + t]);
+                sum[h][0] = _mm512_fmadd_ps(wt, x0, sum[h][0]);
+                sum[h][1] = _mm512_fmadd_ps(wt, x1, sum[h][1]);
+              }
+            }
+            for (int h = 0; h < H; ++h) {
+              float* at = acc.data() + row_of(kvh, first, h) * hd + c;
+              _mm512_storeu_ps(at, sum[h][0]);
+              _mm512_storeu_ps(at + kLanes, sum[h][1]);
+            }
           }
         }
       }
     }
   }
+
   // V pass over the residual.
   for (std::int64_t j = 0; j < n - quantized; ++j) {
     const std::uint8_t* token = range.residual(quantized, j);
