@@ -107,6 +107,10 @@ void kivi_append(const KiviAppendArgs& a);
 void kivi_stage_residual(const std::uint8_t* cache, const std::int32_t* block_table, std::int64_t tokens,
                          const KiviPagedShape& shape, std::uint16_t* out);
 
+/// Channels of a key group whose weights share one fixed-point scale in the integer K pass
+/// (kivi_decode_attention at SimdLevel::avx512_vnni).
+inline constexpr int kKiviKeyWeightRun = 32;
+
 struct KiviDecodeArgs {
   const float* query = nullptr;               ///< [num_seqs, q_heads, head_dim]
   const std::uint8_t* cache = nullptr;        ///< one layer's region
@@ -144,6 +148,15 @@ inline KiviDecodeArgs make_kivi_decode_args(const float* query, const std::uint8
 /// available. The best vectorised kernel of at most `highest` that the CPU runs and that takes the
 /// call's shape runs (AVX-512: groups and head_dim multiples of 32; AVX2: of 16), else the portable
 /// one (tests compare them).
+///
+/// At SimdLevel::avx512_vnni, 4- and 8-bit caches are taken in integers, as llama.cpp's CPU backend
+/// takes quantised blocks: the values weighed as kIntegerWeightTile (kv_kernels.h) states, and the
+/// keys scored with each weight q_c s_c rounded to 16-bit fixed point on one scale per run of
+/// kKiviKeyWeightRun channels (the run's largest |q_c s_c| over 32767). Each weight is then within
+/// half a step, so each score q.k_t moves by at most kKiviKeyWeightRun / 65534 x sum over the runs
+/// of the run's largest |q_c| x range_c (range_c: the span of channel c's keys in the group,
+/// s_c x (2^bits - 1)) - about 2^-11 of a run's largest term, what fp16 weights would cost - before
+/// the scale.
 void kivi_decode_attention(const KiviDecodeArgs& a, SimdLevel highest);
 /// The same with the best level the CPU has (`allow_simd = false`: the portable kernel).
 void kivi_decode_attention(const KiviDecodeArgs& a, bool allow_simd = true);

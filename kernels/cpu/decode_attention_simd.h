@@ -50,9 +50,31 @@ void attend_kivi_avx2(const KiviDecodeArgs& a, int seq, int first_kv_head, int k
 /// checks the CPU (avx512_supported()).
 bool kivi_avx512_takes(const KiviDecodeArgs& a);
 /// As attend_kivi_avx2, with AVX-512 (kivi_decode_avx512.cpp). Only for calls kivi_avx512_takes.
-/// `vnni`: the CPU has AVX-512 VNNI and the call allows it, so the values of 8- and 4-bit caches
-/// (groups a multiple of 32) are weighed in integers (vnni_weigh_tile).
+/// `vnni`: the CPU has AVX-512 VNNI and the call allows it, so the keys of 8- and 4-bit caches are
+/// scored (kivi_vnni_key_scores) and their values weighed (vnni_weigh_tile) in integers.
 void attend_kivi_avx512(const KiviDecodeArgs& a, int seq, int first_kv_head, int kv_heads, bool vnni);
+
+/// One KV head's key group of a KIVI cache (kivi_paged.h), scored in integers for `heads` query
+/// heads of its GQA group (kivi_vnni_keys.cpp).
+struct KiviKeyGroup {
+  const std::uint8_t* keys = nullptr;  ///< channel c's G codes at keys + c x channel_bytes
+  std::size_t channel_bytes = 0;
+  const std::uint8_t* next_keys = nullptr;  ///< head_dim x channel_bytes asked into L2 meanwhile, or null
+  const float* weights = nullptr;  ///< query head h's q_c x scale_c (head_dim floats) at weights + h x weights_stride
+  std::size_t weights_stride = 0;
+  const float* constants = nullptr;  ///< [heads]: sum_c q_c zero_c
+  float* scores = nullptr;  ///< query head h's G scores, scale x (sum_c w'_c code_ct + constant), at scores + h x scores_stride
+  std::size_t scores_stride = 0;
+  float scale = 0;
+};
+/// Whether kivi_vnni_key_scores takes this shape for `heads` query heads per KV head: 8- or 4-bit
+/// keys, groups a multiple of 32 tokens, head_dim a multiple of 32 up to 256, heads 1-4 or 8, in a
+/// build with the kernel.
+bool kivi_vnni_keys_take(const KiviPagedShape& s, int heads);
+/// Writes a key group's scores with each weight w_c = q_c x scale_c rounded to 16-bit fixed point
+/// (w'_c; kKiviKeyWeightRun states the rounding). Only on CPUs with AVX-512 VNNI, for shapes
+/// kivi_vnni_keys_take.
+void kivi_vnni_key_scores(const KiviPagedShape& s, int heads, const KiviKeyGroup& g);
 
 /// Whether vnni_key_scores takes this format: int8 or int4 with groups a multiple of 32 channels
 /// up to 128, in a build with the kernel (decode_attention_vnni.cpp).

@@ -27,6 +27,7 @@
 
 #include "kernels/cpu/avx512_vectors.h"
 #include "kernels/cpu/paged_rows.h"
+#include "kernels/cpu/vnni_vectors.h"
 #include "kernels/kv_kernels.h"
 
 namespace memtwin::kernels::simd {
@@ -34,6 +35,7 @@ namespace memtwin::kernels::simd {
 namespace {
 
 using namespace avx512;
+using namespace vnni;
 
 constexpr int kChunk = 32;  // channels of a transposed chunk: 32 bytes of 8-bit codes, 16 of 4-bit
 constexpr int kAhead = 16;  // tokens prefetched ahead into L2, as the floating-point K pass does
@@ -95,20 +97,6 @@ struct RoundedQuery {
     return const_cast<RoundedQuery*>(this)->chunk_words(kv_head, gi, ch, part);
   }
 };
-
-// acc + the products of each lane's four unsigned bytes in `codes` with the four signed bytes at
-// `word`, broadcast from memory inside the instruction: GCC 12 neither folds _mm512_set1_epi32 into
-// vpdpbusd's broadcast operand (it spends a separate broadcast on every product) nor keeps the
-// accumulator in place (it moves it between registers around the destructive instruction).
-// The word is base[Word], addressed from one base register (with a register for each word's
-// address GCC runs out of them); it reads from base[0 .. Span - 1].
-template <int Word, int Span>
-inline __m512i dot_broadcast(__m512i acc, __m512i codes, const std::int32_t* base) {
-  asm("vpdpbusd %c[offset](%[base])%{1to16%}, %[c], %[acc]"
-      : [acc] "+v"(acc)
-      : [c] "v"(codes), [base] "r"(base), [offset] "i"(4 * Word), "m"(*reinterpret_cast<const std::int32_t(*)[Span]>(base)));
-  return acc;
-}
 
 // Sixteen tokens' 32 bytes of 8-bit codes at rows[j] + at, transposed: lane j of d[k] holds token
 // j's bytes 4k .. 4k + 3.
@@ -212,7 +200,7 @@ void key_scores(const DecodeAttentionArgs& a, const std::int32_t* table, const R
           const std::int32_t* w = rq.chunk_words(h, gi, ch, part);
           auto head = [&]<int Gi>(std::integral_constant<int, Gi>) {
             [&]<int... Ks>(std::integer_sequence<int, Ks...>) {
-              ((dot[Gi] = dot_broadcast<Gi * 8 + Ks, G * 8>(dot[Gi], d[Ks], w)), ...);
+              ((dot[Gi] = dot_bytes<Gi * 8 + Ks, G * 8>(dot[Gi], d[Ks], w)), ...);
             }(std::make_integer_sequence<int, 8>{});
           };
           [&]<int... Gs>(std::integer_sequence<int, Gs...>) {

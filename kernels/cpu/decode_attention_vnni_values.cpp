@@ -29,59 +29,22 @@
 
 #include "kernels/cpu/avx512_vectors.h"
 #include "kernels/cpu/paged_rows.h"
+#include "kernels/cpu/vnni_vectors.h"
 
 namespace memtwin::kernels::simd {
 
 namespace {
 
 using namespace avx512;
+using namespace vnni;
 
 constexpr int kTile = kIntegerWeightTile;  // tokens whose weights share a scale: two vectors of probabilities
 constexpr int kVectors = kTile / kLanes;
 constexpr int kPairs = kTile / 2;
-static_assert(kVectors == 2, "the weights pack two vectors into one (word_of_pair)");
+static_assert(kVectors == 2 && kPairs == 16, "the weights pack two vectors into one (word_of_pair)");
 constexpr int kChunk = 32;  // channels of a chunk: two output vectors of sixteen
 constexpr int kMaxGroups = 8;  // head_dim 256 in groups of 32
 constexpr float kSteps = 32767.f;
-
-// acc + the products of each lane's two 16-bit codes in `codes` with the two 16-bit weights at
-// base[Word], broadcast from memory inside the instruction (see dot_broadcast in
-// decode_attention_vnni.cpp for why this is written out), addressed from one base register: with
-// a register for each word's address GCC runs out of them and moves addresses through vectors.
-// The instruction reads from base[0 .. Span - 1].
-template <int Word, int Span>
-inline __m512i dot_words(__m512i acc, __m512i codes, const std::int32_t* base) {
-  asm("vpdpwssd %c[offset](%[base])%{1to16%}, %[c], %[acc]"
-      : [acc] "+v"(acc)
-      : [c] "v"(codes), [base] "r"(base), [offset] "i"(4 * Word), "m"(*reinterpret_cast<const std::int32_t(*)[Span]>(base)));
-  return acc;
-}
-
-// A chunk's codes of tokens a and b, two channels' to a 32-bit lane (a's in the low half):
-// 8-bit codes (32 bytes each): x[0] lane l holds channel 8 (l / 4) + l % 4, x[1] four channels
-// further; 4-bit codes (16 bytes each, channel 2i in byte i's low nibble): x[0] lane l channel
-// 2l, x[1] channel 2l + 1.
-template <bool Int4>
-inline void pair_codes(const std::uint8_t* a, const std::uint8_t* b, __m512i* x) {
-  if constexpr (Int4) {
-    const __m128i ta = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a));
-    const __m128i tb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));
-    const __m256i bytes = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi8(ta, tb)), _mm_unpackhi_epi8(ta, tb), 1);
-    const __m512i words = _mm512_cvtepu8_epi16(bytes);  // lane i: byte i of a, byte i of b
-    x[0] = _mm512_and_si512(words, _mm512_set1_epi16(0x0f));
-    x[1] = _mm512_srli_epi16(words, 4);
-  } else {
-    const __m512i wa = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a)));
-    const __m512i wb = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)));
-    x[0] = _mm512_unpacklo_epi16(wa, wb);
-    x[1] = _mm512_unpackhi_epi16(wa, wb);
-  }
-}
-
-// Where the weights of tokens 2j and 2j + 1 sit among a tile's sixteen 32-bit words: the tile's
-// two vectors of weights (tokens 0-15 and 16-31) packed to 16 bits interleave their 128-bit lanes
-// (_mm512_packs_epi32).
-constexpr int word_of_pair(int j) { return j < kPairs / 2 ? 4 * (j / 2) + j % 2 : 4 * ((j - kPairs / 2) / 2) + 2 + j % 2; }
 
 // A tile's rounded weights, two tokens a word (see word_of_pair), and what a unit of each stands
 // for, per value group and query head.
@@ -232,9 +195,7 @@ void vnni_weigh_tile(const KvFormat& f, int heads, const VnniValueTile& tile) {
 
 int vnni_value_position(const KvFormat& f, int channel) {
   const int in_chunk = channel % kChunk;
-  const int lane = f.bits() == 4 ? (in_chunk % 2) * kLanes + in_chunk / 2  // chunk_channel<true>(k, l) = 2l + k
-                                 : ((in_chunk / 4) % 2) * kLanes + (in_chunk / 8) * 4 + in_chunk % 4;  // 8 (l / 4) + 4k + l % 4
-  return channel - in_chunk + lane;
+  return channel - in_chunk + (f.bits() == 4 ? pair_position<true>(in_chunk) : pair_position<false>(in_chunk));
 }
 
 void vnni_weighted_values(const DecodeAttentionArgs& a, int seq, int first_kv_head, int kv_heads, const float* numerators,

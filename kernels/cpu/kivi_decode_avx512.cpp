@@ -91,7 +91,8 @@ void attend(const KiviDecodeArgs& a, int seq, int first_kv_head, int end_kv_head
   const KiviPagedShape& s = a.shape;
   const int hd = s.head_dim, G = s.group, gqa = a.q_heads / s.kv_heads;
   const std::int64_t n = a.context_lens[seq], quantized = s.quantized_tokens(n), groups = quantized / G;
-  const std::size_t channel_bytes = s.key_group_bytes() / static_cast<std::size_t>(hd);  // a key channel: G codes, scale, zero
+  const std::size_t key_bytes = s.key_group_bytes(), head_bytes = s.head_group_bytes();  // a KV head's keys; its keys and values
+  const std::size_t channel_bytes = key_bytes / static_cast<std::size_t>(hd);  // a key channel: G codes, scale, zero
   const KvFormat value_format = s.value_format();
   const std::size_t value_bytes = value_format.vector_bytes();
   const int value_groups = value_format.groups(), value_group_bytes = value_format.group_bytes();
@@ -121,13 +122,14 @@ void attend(const KiviDecodeArgs& a, int seq, int first_kv_head, int end_kv_head
 
   // Each pass asks for the next group's bytes of a KV head while it works on this group's, a little
   // at a time: the block table scatters the groups, which the hardware prefetchers cannot foresee.
-  auto head_part = [&](std::int64_t g, int kvh) { return range.group(g) + static_cast<std::size_t>(kvh) * s.head_group_bytes(); };
+  auto head_part = [&](std::int64_t g, int kvh) { return range.group(g) + static_cast<std::size_t>(kvh) * head_bytes; };
 
-  // K pass over the quantised groups.
+  // K pass over the quantised groups: in integers (kivi_vnni_key_scores), or in floating point.
+  const bool integer_keys = vnni && kivi_vnni_keys_take(s, H);
   for (std::int64_t g = 0; g < groups; ++g) {
     const std::uint8_t* group = range.group(g);
     for (int kvh = first_kv_head; kvh < end_kv_head; ++kvh) {
-      const std::uint8_t* keys = group + static_cast<std::size_t>(kvh) * s.head_group_bytes();
+      const std::uint8_t* keys = group + static_cast<std::size_t>(kvh) * head_bytes;
       // (a channel's bytes of the next group at every channel of the first pass below)
       const std::uint8_t* next_keys = g + 1 < groups ? head_part(g + 1, kvh) : nullptr;
       for (int c = 0; c < hd; c += kLanes)
@@ -143,6 +145,20 @@ void attend(const KiviDecodeArgs& a, int seq, int first_kv_head, int end_kv_head
             zero_dot = _mm512_fmadd_ps(qc, _mm512_load_ps(zeros + c), zero_dot);
           }
           constant[h] = _mm512_reduce_add_ps(zero_dot);
+        }
+        if (integer_keys) {
+          KiviKeyGroup kg;
+          kg.keys = keys;
+          kg.channel_bytes = channel_bytes;
+          kg.next_keys = first == 0 ? next_keys : nullptr;
+          kg.weights = weights[0];
+          kg.weights_stride = kMaxHeadDim;
+          kg.constants = constant;
+          kg.scores = scores.data() + row_of(kvh, first, 0) * n + g * G;
+          kg.scores_stride = static_cast<std::size_t>(n);
+          kg.scale = a.scale;
+          kivi_vnni_key_scores(s, H, kg);
+          continue;
         }
         for (int chunk = 0; chunk < G; chunk += kChunk) {
           __m512 sum[H][2];
@@ -194,17 +210,21 @@ void attend(const KiviDecodeArgs& a, int seq, int first_kv_head, int end_kv_head
   // group's tokens' vectors lie one after another), or in floating point.
   vnni = vnni && Bits != 2 && G % kIntegerWeightTile == 0 && vnni_value_tile_takes(value_format, H);
   if (vnni) {
+    // A tile's tokens lie one after another: its asks for the lines of a token's bytes (prefetch_l2)
+    // are spaced by those lines.
+    const std::size_t ask_bytes = (value_bytes + 63) / 64 * 64;
+    const int asks = static_cast<int>(std::min<std::size_t>(kIntegerWeightTile, (kIntegerWeightTile * value_bytes + ask_bytes - 1) / ask_bytes + 1));
     for (std::int64_t g = 0; g < groups; ++g) {
       const std::uint8_t* group = range.group(g);
       for (int kvh = first_kv_head; kvh < end_kv_head; ++kvh) {
-        const std::uint8_t* values = group + static_cast<std::size_t>(kvh) * s.head_group_bytes() + s.key_group_bytes();
-        const std::uint8_t* next_values = g + 1 < groups ? head_part(g + 1, kvh) + s.key_group_bytes() : nullptr;
+        const std::uint8_t* values = group + static_cast<std::size_t>(kvh) * head_bytes + key_bytes;
+        const std::uint8_t* next_values = g + 1 < groups ? head_part(g + 1, kvh) + key_bytes : nullptr;
         const std::uint8_t* rows[kIntegerWeightTile];
-        const std::uint8_t* next_rows[kIntegerWeightTile];
+        const std::uint8_t* next_rows[kIntegerWeightTile];  // the next group's tile, each cache line asked once
         for (int t0 = 0; t0 < G; t0 += kIntegerWeightTile) {
           for (int j = 0; j < kIntegerWeightTile; ++j) {
             rows[j] = values + static_cast<std::size_t>(t0 + j) * value_bytes;
-            if (next_values) next_rows[j] = next_values + static_cast<std::size_t>(t0 + j) * value_bytes;
+            if (next_values && j < asks) next_rows[j] = next_values + static_cast<std::size_t>(t0) * value_bytes + j * ask_bytes;
           }
           for (int first = 0; first < gqa; first += H) {
             VnniValueTile tile;
@@ -215,7 +235,7 @@ void attend(const KiviDecodeArgs& a, int seq, int first_kv_head, int end_kv_head
             tile.zero_sums = zero_sums.data() + row_of(kvh, first, 0) * value_groups * kLanes;
             tile.acc = acc.data() + row_of(kvh, first, 0) * hd;
             tile.prefetch = next_rows;
-            tile.prefetch_count = next_values && first == 0 ? kIntegerWeightTile : 0;
+            tile.prefetch_count = next_values && first == 0 ? asks : 0;
             vnni_weigh_tile(value_format, H, tile);
           }
         }
@@ -225,9 +245,9 @@ void attend(const KiviDecodeArgs& a, int seq, int first_kv_head, int end_kv_head
     for (std::int64_t g = 0; g < groups; ++g) {
       const std::uint8_t* group = range.group(g);
       for (int kvh = first_kv_head; kvh < end_kv_head; ++kvh) {
-        const std::uint8_t* values = group + static_cast<std::size_t>(kvh) * s.head_group_bytes() + s.key_group_bytes();
+        const std::uint8_t* values = group + static_cast<std::size_t>(kvh) * head_bytes + key_bytes;
         // (a token's bytes of the next group at every token of the first chunk below)
-        const std::uint8_t* next_values = g + 1 < groups ? head_part(g + 1, kvh) + s.key_group_bytes() : nullptr;
+        const std::uint8_t* next_values = g + 1 < groups ? head_part(g + 1, kvh) + key_bytes : nullptr;
         for (int first = 0; first < gqa; first += H) {
           // The group's weights p_t scale_t and zero sums, 16 tokens at a time.
           for (int vg = 0; vg < value_groups; ++vg) {

@@ -13,14 +13,15 @@ struct KiviSequenceRange {
   const KiviPagedShape& shape;
   const std::int32_t* table;
   std::uint8_t* cache;
+  // (the shape's sizes, asked once: they are computed from its format)
+  std::size_t slice = shape.slice_bytes(), group_bytes = shape.group_bytes();
   [[nodiscard]] std::uint8_t* at(std::size_t offset) const {
-    const std::size_t slice = shape.slice_bytes();
     return cache + static_cast<std::size_t>(table[offset / slice]) * slice + offset % slice;
   }
-  [[nodiscard]] std::uint8_t* group(std::int64_t g) const { return at(static_cast<std::size_t>(g) * shape.group_bytes()); }
+  [[nodiscard]] std::uint8_t* group(std::int64_t g) const { return at(static_cast<std::size_t>(g) * group_bytes); }
   /// Residual token j of a sequence whose first `quantized` tokens are groups.
   [[nodiscard]] std::uint8_t* residual(std::int64_t quantized, std::int64_t j) const {
-    return at(static_cast<std::size_t>(quantized / shape.group) * shape.group_bytes() +
+    return at(static_cast<std::size_t>(quantized / shape.group) * group_bytes +
               static_cast<std::size_t>(j) * shape.residual_token_bytes());
   }
 };

@@ -1,11 +1,13 @@
 #pragma once
 // KV data and formats the kernel tests share.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <vector>
 
 #include "kernels/kv_format.h"
+#include "kernels/kivi_paged.h"
 #include "kernels/kv_kernels.h"
 
 namespace memtwin::test {
@@ -77,6 +79,41 @@ inline double integer_weight_bound(const std::vector<float>& cached, const memtw
     range = std::max(range, static_cast<double>(high) - low);
   }
   return memtwin::kernels::kIntegerWeightTile / 65534.0 * range * (1 + 1e-3);
+}
+
+// How far KIVI's integer K pass may move decode attention's outputs (kivi_paged.h,
+// kKiviKeyWeightRun), for one sequence: each score of a whole key group moves by at most delta =
+// scale x run / 65534 x sum over runs of max_c |q_c| range_c (range_c: the span of channel c's
+// cached keys in the group), so each probability by a factor within exp(+-2 delta) and each output
+// by at most (exp(2 delta) - 1) max |v|. query [q_heads][head_dim]; keys and values as cached,
+// [tokens][kv_heads][head_dim].
+inline double kivi_integer_key_bound(const float* query, const float* keys, const float* values, int tokens,
+                                     const memtwin::kernels::KiviPagedShape& s, int q_heads, float scale) {
+  const int hd = s.head_dim, G = s.group, gqa = q_heads / s.kv_heads, run = memtwin::kernels::kKiviKeyWeightRun;
+  const std::size_t row = static_cast<std::size_t>(s.kv_heads) * hd;
+  double delta = 0, largest_value = 0;
+  for (std::int64_t g = 0; g < s.quantized_tokens(tokens) / G; ++g)
+    for (int head = 0; head < q_heads; ++head) {
+      const int kvh = head / gqa;
+      double sum = 0;
+      for (int first = 0; first < hd; first += run) {
+        double largest = 0;
+        for (int c = first; c < first + run; ++c) {
+          float low = keys[g * G * row + kvh * hd + c], high = low;
+          for (int t = 1; t < G; ++t) {
+            const float k = keys[(g * G + t) * row + kvh * hd + c];
+            low = std::min(low, k);
+            high = std::max(high, k);
+          }
+          largest = std::max(largest, std::fabs(static_cast<double>(query[static_cast<std::size_t>(head) * hd + c])) * (high - low));
+        }
+        sum += largest;
+      }
+      delta = std::max(delta, scale * run / 65534.0 * sum * (1 + 1e-3));
+    }
+  for (std::size_t i = 0; i < static_cast<std::size_t>(tokens) * row; ++i)
+    largest_value = std::max(largest_value, static_cast<double>(std::fabs(values[i])));
+  return std::expm1(2 * delta) * largest_value;
 }
 
 }  // namespace memtwin::test

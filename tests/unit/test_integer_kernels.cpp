@@ -1,13 +1,16 @@
 // The AVX-512 VNNI decode attention's integer arithmetic: the query rounded to bytes for the key
 // scores, and the bounds the rounding of the query and of the values' weights set on the outputs
-// (kernels/kv_kernels.h). The reference test of every shape is in test_kernels.cpp.
+// (kernels/kv_kernels.h); KIVI's keys scored with rounded weights (kernels/kivi_paged.h). The reference test of every shape is in test_kernels.cpp.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <vector>
 
+#include "kernels/cpu/decode_attention_simd.h"
+#include "kernels/kivi.h"
 #include "kernels/kv_kernels.h"
 #include "tests/unit/kv_test_data.h"
 
@@ -154,5 +157,78 @@ TEST_CASE("integer-weighted values stay within the bound their rounding sets", "
     CHECK(largest_weight > 0.5);  // the concentrated heads are concentrated
     CHECK(worst <= bound);
     CHECK(worst > 0);  // the rounding is visible: this is not the floating-point V pass
+  }
+}
+
+TEST_CASE("KIVI's integer key scores stay within the bound their rounding sets", "[unit]") {
+  // kivi_paged.h: each weight q_c s_c rounded to 16 bits per run of kKiviKeyWeightRun channels
+  // moves a score by at most run / 65534 x sum over the runs of max |q_c| x range_c, times the
+  // scale. One key group of 64 tokens with outlier channels, four query heads with outliers too.
+  using memtwin::kernels::simd::KiviKeyGroup;
+  for (int bits : {4, 8}) {
+    KiviPagedShape s;
+    s.head_dim = 128;
+    s.group = 64;
+    s.bits = bits;
+    const int hd = s.head_dim, G = s.group, heads = 4;
+    if (!memtwin::kernels::simd::avx512_vnni_supported() || !memtwin::kernels::simd::kivi_vnni_keys_take(s, heads)) {
+      WARN("this CPU or build has no AVX-512 VNNI: KIVI's integer key scores were not checked");
+      return;
+    }
+    const auto keys = synthetic_kv(static_cast<std::size_t>(G), hd, 31, true);
+    std::vector<std::uint8_t> group(s.key_group_bytes());
+    quantize_keys_per_channel(keys.data(), G, hd, bits, group.data());
+    std::vector<float> kd(keys.size());
+    dequantize_keys_per_channel(group.data(), G, hd, bits, kd.data());
+    const std::size_t channel_bytes = group.size() / static_cast<std::size_t>(hd);
+    std::vector<float> scale_of(hd), zero_of(hd);
+    for (int c = 0; c < hd; ++c) {
+      std::uint16_t half[2];
+      std::memcpy(half, group.data() + (c + 1) * channel_bytes - 4, 4);
+      scale_of[c] = half_to_float(half[0]);
+      zero_of[c] = half_to_float(half[1]);
+    }
+    const auto q = synthetic_kv(heads, hd, 32, true);
+    std::vector<float> weights(q.size()), constants(heads), scores(static_cast<std::size_t>(heads) * G);
+    for (int h = 0; h < heads; ++h)
+      for (int c = 0; c < hd; ++c) {
+        weights[h * hd + c] = q[h * hd + c] * scale_of[c];
+        constants[h] += q[h * hd + c] * zero_of[c];
+      }
+    KiviKeyGroup kg;
+    kg.keys = group.data();
+    kg.channel_bytes = channel_bytes;
+    kg.weights = weights.data();
+    kg.weights_stride = hd;
+    kg.constants = constants.data();
+    kg.scores = scores.data();
+    kg.scores_stride = G;
+    kg.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    memtwin::kernels::simd::kivi_vnni_key_scores(s, heads, kg);
+    const double code_max = (1 << bits) - 1;
+    double worst_ratio = 0, worst = 0;
+    for (int h = 0; h < heads; ++h) {
+      double bound = 0;
+      for (int run = 0; run < hd; run += kKiviKeyWeightRun) {
+        double largest = 0;
+        for (int c = run; c < run + kKiviKeyWeightRun; ++c)
+          largest = std::max(largest, std::fabs(static_cast<double>(q[h * hd + c])) * scale_of[c] * code_max);
+        bound += kKiviKeyWeightRun / 65534.0 * largest;
+      }
+      for (int t = 0; t < G; ++t) {
+        double exact = 0, magnitude = 0;
+        for (int c = 0; c < hd; ++c) {
+          exact += static_cast<double>(q[h * hd + c]) * kd[static_cast<std::size_t>(t) * hd + c];
+          magnitude += std::fabs(static_cast<double>(q[h * hd + c]) * kd[static_cast<std::size_t>(t) * hd + c]);
+        }
+        const double moved = std::fabs(scores[static_cast<std::size_t>(h) * G + t] - kg.scale * exact);
+        const double allowed = kg.scale * (bound + 1e-6 * magnitude);  // and float sums' rounding
+        worst = std::max(worst, moved);
+        worst_ratio = std::max(worst_ratio, moved / allowed);
+      }
+    }
+    INFO(bits << "-bit keys: scores moved by at most " << worst << ", at most " << worst_ratio << " of their bound");
+    CHECK(worst_ratio <= 1.0);
+    CHECK(worst > 0);  // the rounding is visible: this is not the floating-point K pass
   }
 }
