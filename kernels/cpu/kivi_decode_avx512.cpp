@@ -8,11 +8,13 @@
 //           q.k_t = sum_c (q_c scale_c) code_ct + sum_c q_c zero_c; the weights q_c scale_c are
 //           formed once per group and head (the channels' scales and zero points gathered 16 at a
 //           time), then each channel's 32 codes are widened once and multiplied into every head's
-//           two accumulators;
+//           two accumulators (with VNNI, 4- and 8-bit keys: the weights rounded to 16 bits, two
+//           channels' codes a lane, kivi_vnni_keys.cpp);
 //   softmax a vectorised exp;
 //   V pass  in code space, sum_t p_t (scale_t code_t + zero_t) = sum_t (p_t scale_t) code_t +
 //           sum_t p_t zero_t, 32 channels at a time accumulated in registers across a group's
-//           tokens; the weights p_t scale_t of a group's tokens formed 16 tokens at a time.
+//           tokens; the weights p_t scale_t of a group's tokens formed 16 tokens at a time (with
+//           VNNI: rounded to 16 bits per tile, vnni_weigh_tile).
 // Codes are widened in the order cheapest to unpack (4-bit: even elements, then odd ones; 2-bit:
 // elements 4i, 4i + 1, 4i + 2, 4i + 3 apart): scores are put back in token order per chunk, the
 // outputs in channel order once at the end. The residual's fp16 tokens take plain dot products and
