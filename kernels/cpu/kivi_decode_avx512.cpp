@@ -86,6 +86,40 @@ inline void gather_scales(const std::uint8_t* p, __m512i offsets, float* scales,
   _mm512_storeu_ps(zeros, zero);
 }
 
+// Sixteen records of `words` 32-bit words each, one after another from p: each record's last word
+// (a key channel's fp16 scale and zero point after its codes). Records of at most eight words are
+// loaded whole (the words bytes of the sixteen) and their last words picked with permutes, two
+// registers at a time; longer ones are gathered (a load per lane).
+class LastWords {
+ public:
+  explicit LastWords(int words) : words_(words) {
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i last = _mm512_add_epi32(_mm512_mullo_epi32(lane, _mm512_set1_epi32(words)), _mm512_set1_epi32(words - 1));
+    offsets_ = _mm512_slli_epi32(last, 2);
+    for (int m = 0; m < kPairs && 2 * m < words; ++m) {
+      const __m512i from = _mm512_set1_epi32(32 * m);
+      index_[m] = _mm512_sub_epi32(last, from);
+      mask_[m] = _mm512_cmpge_epi32_mask(last, from) & _mm512_cmplt_epi32_mask(last, _mm512_add_epi32(from, _mm512_set1_epi32(32)));
+    }
+  }
+  [[nodiscard]] __m512i operator()(const std::uint8_t* p) const {
+    if (words_ > 2 * kPairs) return _mm512_i32gather_epi32(offsets_, p, 1);
+    __m512i out = _mm512_setzero_si512();
+    for (int m = 0; 2 * m < words_; ++m) {
+      const __m512i low = _mm512_loadu_si512(p + 128 * m);
+      const __m512i high = 2 * m + 1 < words_ ? _mm512_loadu_si512(p + 128 * m + 64) : low;
+      out = _mm512_mask_mov_epi32(out, mask_[m], _mm512_permutex2var_epi32(low, index_[m], high));
+    }
+    return out;
+  }
+
+ private:
+  static constexpr int kPairs = 4;  // of registers: records up to eight words
+  int words_;
+  __m512i offsets_, index_[kPairs];
+  __mmask16 mask_[kPairs] = {};
+};
+
 // One sequence's KV heads [first_kv_head, end_kv_head): see the file's comment. H query heads of a
 // KV head at a time (H divides the GQA group).
 template <int Bits, int H>
@@ -118,7 +152,7 @@ void attend(const KiviDecodeArgs& a, int seq, int first_kv_head, int end_kv_head
     in_order[1][l] = position<Bits>(kLanes + l);
   }
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i channel_offsets = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(channel_bytes)));
+  const LastWords channel_words(static_cast<int>(channel_bytes / 4));  // a channel's scale and zero point
   const __m512i token_offsets = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(value_bytes)));
   const __m512 score_scale = _mm512_set1_ps(a.scale);
 
@@ -134,8 +168,12 @@ void attend(const KiviDecodeArgs& a, int seq, int first_kv_head, int end_kv_head
       const std::uint8_t* keys = group + static_cast<std::size_t>(kvh) * head_bytes;
       // (a channel's bytes of the next group at every channel of the first pass below)
       const std::uint8_t* next_keys = g + 1 < groups ? head_part(g + 1, kvh) : nullptr;
-      for (int c = 0; c < hd; c += kLanes)
-        gather_scales(keys + c * channel_bytes + channel_bytes - 4, channel_offsets, scales + c, zeros + c);
+      for (int c = 0; c < hd; c += kLanes) {
+        __m512 scale, zero;
+        scales_and_zeros(channel_words(keys + c * channel_bytes), scale, zero);
+        _mm512_store_ps(scales + c, scale);
+        _mm512_store_ps(zeros + c, zero);
+      }
       for (int first = 0; first < gqa; first += H) {
         float constant[H];
         for (int h = 0; h < H; ++h) {
