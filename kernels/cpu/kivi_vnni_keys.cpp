@@ -57,10 +57,10 @@ void round_weights(const KiviKeyGroup& g, int runs, RoundedWeights<H>& out) {
     // Runs whose weights are all below a float's smallest normal weigh nothing.
     __m512 largest_of[kLanes];
     for (int i = 0; i < kLanes; ++i) {
+      largest_of[i] = _mm512_setzero_ps();
+      if (first + i >= n) continue;
       const float* w = weights(first + i);
-      largest_of[i] = first + i < n ? _mm512_max_ps(_mm512_andnot_ps(sign, _mm512_loadu_ps(w)),
-                                                    _mm512_andnot_ps(sign, _mm512_loadu_ps(w + kLanes)))
-                                    : _mm512_setzero_ps();
+      largest_of[i] = _mm512_max_ps(_mm512_andnot_ps(sign, _mm512_loadu_ps(w)), _mm512_andnot_ps(sign, _mm512_loadu_ps(w + kLanes)));
     }
     const __m512 largest = horizontal16(largest_of, [](__m512 x, __m512 y) { return _mm512_max_ps(x, y); });
     _mm512_store_ps(inverse + first, _mm512_maskz_div_ps(_mm512_cmp_ps_mask(largest, _mm512_set1_ps(1e-37f), _CMP_GE_OQ),
