@@ -48,19 +48,23 @@ struct RoundedWeights {
 
 template <int H>
 void round_weights(const KiviKeyGroup& g, int runs, RoundedWeights<H>& out) {
-  const int n = H * runs;
-  auto weights = [&](int k) { return g.weights + static_cast<std::size_t>(k / runs) * g.weights_stride + (k % runs) * kRun; };
+  auto weights = [&](int h, int r) { return g.weights + static_cast<std::size_t>(h) * g.weights_stride + r * kRun; };
   alignas(64) float inverse[sizeof(out.unit) / sizeof(float)];
   const __m512 sign = _mm512_set1_ps(-0.f);
-  for (int first = 0; first < n; first += kLanes) {
-    // Each run's largest magnitude, sixteen runs at a time; a unit of its weights: largest / kSteps.
-    // Runs whose weights are all below a float's smallest normal weigh nothing.
-    auto largest_in = [&](int k) {
-      const float* w = weights(k);
-      return _mm512_max_ps(_mm512_andnot_ps(sign, _mm512_loadu_ps(w)), _mm512_andnot_ps(sign, _mm512_loadu_ps(w + kLanes)));
-    };
+  // Each run's largest magnitude ([h][run] in order), sixteen runs at a time; a unit of its
+  // weights: largest / kSteps. Runs whose weights are all below a float's smallest normal weigh
+  // nothing.
+  for (int first = 0, h = 0, r = 0; first < H * runs; first += kLanes) {
     __m512 largest_of[kLanes];
-    for (int i = 0; i < kLanes; ++i) largest_of[i] = first + i < n ? largest_in(first + i) : _mm512_setzero_ps();
+    for (int i = 0; i < kLanes; ++i) {
+      if (h == H) {
+        largest_of[i] = _mm512_setzero_ps();
+        continue;
+      }
+      const float* w = weights(h, r);
+      largest_of[i] = _mm512_max_ps(_mm512_andnot_ps(sign, _mm512_loadu_ps(w)), _mm512_andnot_ps(sign, _mm512_loadu_ps(w + kLanes)));
+      if (++r == runs) r = 0, ++h;
+    }
     const __m512 largest = horizontal16(largest_of, [](__m512 x, __m512 y) { return _mm512_max_ps(x, y); });
     _mm512_store_ps(inverse + first, _mm512_maskz_div_ps(_mm512_cmp_ps_mask(largest, _mm512_set1_ps(1e-37f), _CMP_GE_OQ),
                                                          _mm512_set1_ps(kSteps), largest));
@@ -68,7 +72,7 @@ void round_weights(const KiviKeyGroup& g, int runs, RoundedWeights<H>& out) {
   }
   for (int h = 0; h < H; ++h)
     for (int r = 0; r < runs; ++r) {
-      const float* w = g.weights + static_cast<std::size_t>(h) * g.weights_stride + r * kRun;
+      const float* w = weights(h, r);
       const __m512 inv = _mm512_set1_ps(inverse[h * runs + r]);
       const __m512i low = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(w), inv));
       const __m512i high = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(w + kLanes), inv));
