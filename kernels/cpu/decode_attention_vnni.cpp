@@ -11,7 +11,10 @@
 // (each 32-bit lane then holds four consecutive codes of its token; 4-bit codes split into their
 // low and high nibbles, the query's bytes arranged to match), so every vpdpbusd adds four products
 // to each of sixteen scores, with four of the query's bytes broadcast, and a group's scale and zero
-// point (sixteen tokens' in a register) apply once per group. The floating-point K pass, by
+// point (sixteen tokens' in a register) apply once per group. Each chunk is transposed once and
+// feeds both sums, kept in registers of their own (for G = 8 query heads: 8 code registers and 16
+// sums); one sum a head, with the chunks transposed again for the low bytes, kept the codes in
+// memory and was 6-9% slower at int4. The floating-point K pass, by
 // contrast, widens each code and spends a multiply-add per element and query head, then sums each
 // score across lanes.
 #include "kernels/cpu/decode_attention_simd.h"
@@ -186,38 +189,30 @@ void key_scores(const DecodeAttentionArgs& a, const std::int32_t* table, const R
                                                word(9), word(10), word(11), word(12), word(13), word(14), word(15));
         __m512 key_scale, key_zero;
         scales_and_zeros(both, key_scale, key_zero);
-        __m512i dot[G];
-        for (__m512i& x : dot) x = _mm512_setzero_si512();
-        __m512i d[8];
-        auto transpose = [&](int ch) {
+        // sum_i h_i c_i and sum_i l_i c_i in registers of their own, each chunk transposed once.
+        __m512i high[G], low[G];
+        for (int g = 0; g < G; ++g) high[g] = low[g] = _mm512_setzero_si512();
+        for (int ch = 0; ch < rq.chunks; ++ch) {
+          __m512i d[8];
           if constexpr (Int4) {
             transpose_codes4(block, at + ch * chunk_bytes, d);
           } else {
             transpose_codes8(block, at + ch * chunk_bytes, d);
           }
-        };
-        auto accumulate = [&](int ch, int part) {
-          const std::int32_t* w = rq.chunk_words(h, gi, ch, part);
-          auto head = [&]<int Gi>(std::integral_constant<int, Gi>) {
-            [&]<int... Ks>(std::integer_sequence<int, Ks...>) {
-              ((dot[Gi] = dot_bytes<Gi * 8 + Ks, G * 8>(dot[Gi], d[Ks], w)), ...);
-            }(std::make_integer_sequence<int, 8>{});
-          };
+          const std::int32_t* w_high = rq.chunk_words(h, gi, ch, 0);
+          const std::int32_t* w_low = rq.chunk_words(h, gi, ch, 1);
           [&]<int... Gs>(std::integer_sequence<int, Gs...>) {
+            auto head = [&]<int Gi>(std::integral_constant<int, Gi>) {
+              [&]<int... Ks>(std::integer_sequence<int, Ks...>) {
+                ((high[Gi] = dot_bytes<Gi * 8 + Ks, G * 8>(high[Gi], d[Ks], w_high)), ...);
+                ((low[Gi] = dot_bytes<Gi * 8 + Ks, G * 8>(low[Gi], d[Ks], w_low)), ...);
+              }(std::make_integer_sequence<int, 8>{});
+            };
             (head(std::integral_constant<int, Gs>{}), ...);
           }(std::make_integer_sequence<int, G>{});
-        };
-        // sum_i h_i c_i over the group's chunks, times 256, then sum_i l_i c_i added (the last
-        // chunk's codes are still transposed; the others are transposed again).
-        for (int ch = 0; ch < rq.chunks; ++ch) {
-          transpose(ch);
-          accumulate(ch, 0);
         }
-        for (__m512i& x : dot) x = _mm512_slli_epi32(x, 8);
-        for (int ch = rq.chunks - 1; ch >= 0; --ch) {
-          if (ch != rq.chunks - 1) transpose(ch);
-          accumulate(ch, 1);
-        }
+        __m512i dot[G];
+        for (int g = 0; g < G; ++g) dot[g] = _mm512_add_epi32(_mm512_slli_epi32(high[g], 8), low[g]);
         for (int g = 0; g < G; ++g) {
           const std::size_t hg = (static_cast<std::size_t>(h) * G + g) * rq.groups + gi;
           acc[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[g]), _mm512_mul_ps(key_scale, _mm512_set1_ps(rq.scale[hg])), acc[g]);
