@@ -357,6 +357,8 @@ void attend(const KiviDecodeArgs& a, int seq, int first_kv_head, int end_kv_head
     }
   }
   float* out = a.out + static_cast<std::size_t>(seq) * a.q_heads * hd;
+  int where[kMaxHeadDim];  // channel c's place in an acc row
+  for (int c = 0; c < hd; ++c) where[c] = vnni ? vnni_value_position(value_format, c) : c - c % kChunk + position<Bits>(c % kChunk);
   for (int row = first_row; row < end_row; ++row) {
     const float inv = 1.0f / denominators[static_cast<std::size_t>(row)];
     float zero_sum[kMaxHeadDim / kChunk];
@@ -364,8 +366,7 @@ void attend(const KiviDecodeArgs& a, int seq, int first_kv_head, int end_kv_head
       zero_sum[vg] = _mm512_reduce_add_ps(_mm512_loadu_ps(zero_sums.data() + (static_cast<std::size_t>(row) * value_groups + vg) * kLanes));
     for (int c = 0; c < hd; ++c) {
       const std::size_t at = static_cast<std::size_t>(row) * hd;
-      const int where = vnni ? vnni_value_position(value_format, c) : c - c % kChunk + position<Bits>(c % kChunk);
-      const float coded = acc[at + static_cast<std::size_t>(where)];
+      const float coded = acc[at + static_cast<std::size_t>(where[c])];
       out[at + c] = (coded + zero_sum[c / G] + residual[at + c]) * inv;
     }
   }
