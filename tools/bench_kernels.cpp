@@ -18,6 +18,7 @@
 #include <tuple>
 #include <vector>
 
+#include "kernels/host_pages.h"
 #include "kernels/kivi_paged.h"
 #include "kernels/kv_kernels.h"
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -57,7 +58,7 @@ double seconds_per_run(F run, int warmup, int repeats) {
 // A cache with `batch` sequences of `context` tokens, filled with random quantised vectors.
 struct Workload {
   PagedShape shape;
-  std::vector<std::uint8_t> k, v;
+  HostBuffer k{0}, v{0};  // as the host device's memory holds a KV pool (kernels/host_pages.h)
   std::vector<std::int32_t> table, context_lens;
   std::vector<float> query, out;
   int max_blocks = 0;
@@ -80,8 +81,8 @@ Workload make_workload(KvElement e, int context, int batch) {
   w.shape.block_size = kBlock;
   w.max_blocks = (context + kBlock - 1) / kBlock;
   w.shape.num_blocks = w.max_blocks * batch;
-  w.k.resize(w.shape.bytes());
-  w.v.resize(w.shape.bytes());
+  w.k = HostBuffer(w.shape.bytes());
+  w.v = HostBuffer(w.shape.bytes());
   // Random vectors, quantised once and tiled (filling gigabytes through the quantiser is slow).
   std::mt19937 rng(1);
   std::normal_distribution<float> normal(0.f, 1.f);
@@ -126,7 +127,7 @@ double kivi_seconds(int bits, int context, double& kv_bytes) {
   // Blocks are counted in bytes (the fp16 residual takes more per token than quantised groups).
   const int max_blocks = static_cast<int>((shape.sequence_bytes(context) + shape.slice_bytes() - 1) / shape.slice_bytes());
   shape.num_blocks = max_blocks;
-  std::vector<std::uint8_t> cache(shape.bytes());
+  HostBuffer cache(shape.bytes());
   std::vector<std::int32_t> table(max_blocks);
   for (int i = 0; i < max_blocks; ++i) table[i] = i;
   std::mt19937 rng(5);
@@ -307,7 +308,7 @@ void bench_cpu(bool quick) {
     for (auto& v : x) v = normal(rng);
     std::vector<std::int64_t> slots(tokens);
     for (int t = 0; t < tokens; ++t) slots[t] = t;
-    std::vector<std::uint8_t> cache(shape.bytes());
+    HostBuffer cache(shape.bytes());
     const double t = seconds_per_run([&] { write_paged(x.data(), slots.data(), tokens, shape, cache.data()); }, 1, 3);
     const double bytes = static_cast<double>(tokens) * kKvHeads * (kHeadDim * 4.0 + static_cast<double>(f.vector_bytes()));
     std::printf("cpu quantise %s (write_paged, %d tokens x %d heads): %.2f GB/s (%.0f%% of copy)\n", element_name(e), tokens,
@@ -341,12 +342,17 @@ double cuda_ms(F run, int warmup, int repeats) {
 }
 
 template <class T>
-T* upload(const std::vector<T>& v) {
+T* upload(const T* data, std::size_t count) {
   T* d = nullptr;
-  CUDA_OK(cudaMalloc(&d, v.size() * sizeof(T)));
-  CUDA_OK(cudaMemcpy(d, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMalloc(&d, count * sizeof(T)));
+  CUDA_OK(cudaMemcpy(d, data, count * sizeof(T), cudaMemcpyHostToDevice));
   return d;
 }
+template <class T>
+T* upload(const std::vector<T>& v) {
+  return upload(v.data(), v.size());
+}
+std::uint8_t* upload(const HostBuffer& b) { return upload(b.data(), b.size()); }
 
 void bench_cuda(bool quick) {
   const std::size_t copy_bytes = std::size_t{2} << 30;

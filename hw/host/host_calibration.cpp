@@ -29,26 +29,32 @@ using Clock = std::chrono::steady_clock;
 
 double elapsed(Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); }
 
-// Floats in device memory as the serving engine's caching allocator takes it (host_device_memory,
-// page-aligned): OpenBLAS's packing on Intel CPUs runs a third slower over cache-line-aligned
-// weights than over malloc's 16-byte offset, so GEMMs that the engine runs on device memory are
-// timed on device memory.
-class DeviceFloats {
+// An array in device memory as the serving engine's caching allocator takes it (host_device_memory:
+// page-aligned, huge pages for large ones): OpenBLAS's packing on Intel CPUs runs a third slower
+// over cache-line-aligned weights than over malloc's 16-byte offset, and the decode kernels faster
+// over huge pages, so the engine's GEMMs and KV caches are timed on device memory.
+template <class T>
+class DeviceArray {
  public:
-  DeviceFloats(std::size_t count, float value) : raw_(host_device_memory()) {
-    data_ = static_cast<float*>(raw_.allocate(static_cast<std::int64_t>(count * sizeof(float))));
-    if (!data_) throw std::runtime_error("host calibration: cannot allocate " + std::to_string(count * sizeof(float)) + " bytes");
+  DeviceArray(std::size_t count, T value) : raw_(host_device_memory()), count_(count) {
+    data_ = static_cast<T*>(raw_.allocate(static_cast<std::int64_t>(count * sizeof(T))));
+    if (!data_) throw std::runtime_error("host calibration: cannot allocate " + std::to_string(count * sizeof(T)) + " bytes");
     std::fill(data_, data_ + count, value);
   }
-  ~DeviceFloats() { raw_.release(data_); }
-  DeviceFloats(const DeviceFloats&) = delete;
-  DeviceFloats& operator=(const DeviceFloats&) = delete;
-  [[nodiscard]] float* data() const { return data_; }
+  ~DeviceArray() { raw_.release(data_); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  [[nodiscard]] T* data() const { return data_; }
+  [[nodiscard]] T* begin() const { return data_; }
+  [[nodiscard]] T* end() const { return data_ + count_; }
 
  private:
   RawMemory raw_;
-  float* data_ = nullptr;
+  T* data_ = nullptr;
+  std::size_t count_;
 };
+using DeviceFloats = DeviceArray<float>;
+using DeviceBytes = DeviceArray<std::uint8_t>;
 
 double slowest(double v) {
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
@@ -115,7 +121,7 @@ void measure_kivi_decode(DeviceCalibration& c, const std::string& name, kernels:
   for (auto [seqs, context] : batches) {
     const int per_seq = static_cast<int>((shape.sequence_bytes(context) + shape.slice_bytes() - 1) / shape.slice_bytes());
     shape.num_blocks = seqs * per_seq;
-    std::vector<std::uint8_t> cache(shape.bytes(), 0);
+    DeviceBytes cache(shape.bytes(), 0);
     std::vector<std::int32_t> tables(static_cast<std::size_t>(shape.num_blocks)), lens(static_cast<std::size_t>(seqs), context);
     for (int b = 0; b < shape.num_blocks; ++b) tables[static_cast<std::size_t>(b)] = b;
     const std::size_t row = static_cast<std::size_t>(shape.kv_heads) * shape.head_dim;
@@ -146,7 +152,7 @@ void measure_kivi_append(DeviceCalibration& c, const std::string& name, kernels:
   const int context = shape.residual + shape.group;
   const int per_seq = static_cast<int>((shape.sequence_bytes(context - 1) + shape.slice_bytes() - 1) / shape.slice_bytes());
   shape.num_blocks = seqs * per_seq;
-  std::vector<std::uint8_t> cache(shape.bytes(), 0);
+  DeviceBytes cache(shape.bytes(), 0);
   std::vector<std::int32_t> tables(static_cast<std::size_t>(shape.num_blocks));
   for (int b = 0; b < shape.num_blocks; ++b) tables[static_cast<std::size_t>(b)] = b;
   const std::size_t row = static_cast<std::size_t>(shape.kv_heads) * shape.head_dim;
@@ -178,7 +184,7 @@ void measure_prompt_scoring(DeviceCalibration& c, double min_seconds) {
   shape.kv_heads = heads;
   shape.format = {kernels::KvElement::fp16, head_dim, 32};
   shape.num_blocks = prompt / shape.block_size;
-  std::vector<std::uint8_t> k(shape.bytes(), 0);
+  DeviceBytes k(shape.bytes(), 0);
   std::vector<std::int32_t> table(static_cast<std::size_t>(shape.num_blocks));
   for (int b = 0; b < shape.num_blocks; ++b) table[static_cast<std::size_t>(b)] = b;
   std::vector<float> queries(static_cast<std::size_t>(prompt) * heads * head_dim);
@@ -347,7 +353,7 @@ DeviceCalibration calibrate_host(double min_seconds) {
     for (auto [seqs, context] : {std::pair{4, 64}, {8, 256}, {16, 1024}}) {
       const int per_seq = context / shape.block_size;
       shape.num_blocks = seqs * per_seq;
-      std::vector<std::uint8_t> k(shape.bytes(), 0), v(shape.bytes(), 0);
+      DeviceBytes k(shape.bytes(), 0), v(shape.bytes(), 0);
       std::vector<float> query(static_cast<std::size_t>(seqs) * kv_heads * head_dim, 0.01f), out(query.size());
       std::vector<std::int32_t> tables(static_cast<std::size_t>(shape.num_blocks)), lens(static_cast<std::size_t>(seqs), context);
       for (int b = 0; b < shape.num_blocks; ++b) tables[static_cast<std::size_t>(b)] = b;

@@ -1,5 +1,6 @@
 #include "hw/host/host_kernels.h"
 #include "hw/process_memory.h"
+#include "kernels/host_pages.h"
 
 #include <cblas.h>
 #ifdef _OPENMP
@@ -11,7 +12,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -25,14 +25,10 @@ constexpr std::size_t kStreamBytes = std::size_t{64} << 20;
 }  // namespace
 
 RawMemory host_device_memory() {
-  return {[](std::int64_t size) -> void* {
-            // aligned_alloc takes a size that is a multiple of the alignment (C11 7.22.3.1).
-            const std::size_t bytes = (static_cast<std::size_t>(size) + 4095) / 4096 * 4096;
-            void* p = std::aligned_alloc(4096, bytes);
-            if (p) std::memset(p, 0, bytes);
-            return p;
-          },
-          [](void* p) { std::free(p); }};
+  // Zeroed pages, huge ones for the large segments (the KV pool's), as the CPU kernels read best
+  // (kernels/host_pages.h).
+  return {[](std::int64_t size) { return kernels::allocate_host_pages(static_cast<std::size_t>(size)); },
+          [](void* p) { kernels::release_host_pages(p); }};
 }
 
 DeviceMemory host_memory() {
