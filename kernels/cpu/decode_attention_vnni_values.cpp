@@ -56,12 +56,9 @@ struct TileWeights {
 };
 
 // The tile's weights p_t scale_t rounded (see the file's comment), and its zero points' sums.
-// Groups: the format's value groups where known when compiled (1, 2 or 4), else 0: with their
-// number a constant the groups' scales stay in registers (2-3% of int4 and int8 decode attention
-// on Zen 4), otherwise they go through memory.
-template <int H, int Groups>
+template <int H, int FixedGroups>
 void round_weights(const KvFormat& f, const VnniValueTile& tile, TileWeights<H>& out) {
-  const int groups = Groups > 0 ? Groups : f.groups(), group_bytes = f.group_bytes(), code_bytes = f.code_bytes_per_group();
+  const int groups = FixedGroups > 0 ? FixedGroups : f.groups(), group_bytes = f.group_bytes(), code_bytes = f.code_bytes_per_group();
   __mmask16 valid[kVectors];
   for (int v = 0; v < kVectors; ++v) valid[v] = static_cast<__mmask16>((1u << std::clamp(tile.tokens - v * kLanes, 0, kLanes)) - 1);
   // The tile's probabilities (per query head) and scales and zero points (per group), a token a
@@ -127,9 +124,10 @@ void round_weights(const KvFormat& f, const VnniValueTile& tile, TileWeights<H>&
 
 // The tile's products, into the outputs; meanwhile the rows to prefetch go into L2, a share with
 // each chunk (all at once would stall on the fetches in flight).
-template <int H, bool Int4>
+template <int H, bool Int4, int FixedGroups, int FixedChunks>
 void weigh_codes(const KvFormat& f, const VnniValueTile& tile, const TileWeights<H>& tw) {
-  const int groups = f.groups(), chunks = f.group / kChunk, group_bytes = f.group_bytes(), hd = f.head_dim;
+  const int groups = FixedGroups > 0 ? FixedGroups : f.groups(), chunks = FixedChunks > 0 ? FixedChunks : f.group / kChunk;
+  const int group_bytes = f.group_bytes(), hd = f.head_dim;
   const std::size_t chunk_bytes = Int4 ? kChunk / 2 : kChunk, bytes = f.vector_bytes();
   const std::uint8_t* const* rows = tile.rows;
   for (int gi = 0; gi < groups; ++gi) {
@@ -162,20 +160,27 @@ void weigh_codes(const KvFormat& f, const VnniValueTile& tile, const TileWeights
   }
 }
 
-template <int H>
+// FixedGroups, FixedChunks: the format's value groups and a group's chunks where known when
+// compiled, else 0 (then the format's). With them fixed the groups' scales stay in registers and
+// the prefetch shares take no division.
+template <int H, int FixedGroups, int FixedChunks>
 void weigh_tile(const KvFormat& f, const VnniValueTile& tile) {
   TileWeights<H> weights;
-  switch (f.groups()) {
-    case 1: round_weights<H, 1>(f, tile, weights); break;
-    case 2: round_weights<H, 2>(f, tile, weights); break;
-    case 4: round_weights<H, 4>(f, tile, weights); break;
-    default: round_weights<H, 0>(f, tile, weights); break;
-  }
+  round_weights<H, FixedGroups>(f, tile, weights);
   if (f.bits() == 4) {
-    weigh_codes<H, true>(f, tile, weights);
+    weigh_codes<H, true, FixedGroups, FixedChunks>(f, tile, weights);
   } else {
-    weigh_codes<H, false>(f, tile, weights);
+    weigh_codes<H, false, FixedGroups, FixedChunks>(f, tile, weights);
   }
+}
+
+// The common shape, head_dim 128 in groups of 32 channels (four groups of one chunk), compiled
+// with its loops' counts fixed (3-4% of int4 and int8 decode attention on Zen 4); other shapes
+// take the general loops.
+template <int H>
+void weigh_tile(const KvFormat& f, const VnniValueTile& tile) {
+  if (f.groups() == 4 && f.group == kChunk) return weigh_tile<H, 4, 1>(f, tile);
+  weigh_tile<H, 0, 0>(f, tile);
 }
 
 // n zeroed floats from a cache line's start, in `storage` (a vector of sixteen floats each
