@@ -12,13 +12,14 @@
 
 namespace memtwin::kernels {
 
-/// `bytes` zeroed bytes (rounded up to a whole 4 KiB page), page-aligned; from 2 MiB up,
-/// 2 MiB-aligned and advised into huge pages. Null when the system has no memory for them.
-/// Release with release_host_pages.
+/// `bytes` zeroed bytes (rounded up to a whole 4 KiB page), page-aligned; from 2 MiB up, freshly
+/// mapped, 2 MiB-aligned and advised into huge pages. Null when the system has no memory for them.
+/// Release with release_host_pages (null: nothing to release).
 void* allocate_host_pages(std::size_t bytes);
 void release_host_pages(void* p);
 
-/// A buffer from allocate_host_pages, released when it goes (std::bad_alloc when refused).
+/// A buffer from allocate_host_pages, released when it goes (std::bad_alloc when refused; a
+/// buffer of 0 bytes still holds a page).
 class HostBuffer {
  public:
   explicit HostBuffer(std::size_t bytes);
