@@ -12,6 +12,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -53,6 +55,12 @@ double seconds_per_run(F run, int warmup, int repeats) {
   }
   std::nth_element(seconds.begin(), seconds.begin() + repeats / 2, seconds.end());
   return seconds[static_cast<std::size_t>(repeats / 2)];
+}
+
+// The median of a few figures (the upper one of an even count's middle two).
+double median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + static_cast<long>(v.size() / 2), v.end());
+  return v[v.size() / 2];
 }
 
 // A cache with `batch` sequences of `context` tokens, filled with random quantised vectors.
@@ -107,17 +115,34 @@ Workload make_workload(KvElement e, int context, int batch) {
   return w;
 }
 
-double cpu_copy_bandwidth() {
-  const std::size_t bytes = std::size_t{256} << 20;
-  std::vector<char> a(bytes, 1), b(bytes, 0);
-  const double t = seconds_per_run([&] { std::memcpy(b.data(), a.data(), bytes); }, 2, 9);
-  return 2.0 * bytes / t;  // read + write
-}
+// memcpy of 256 MiB, read + write bytes per second, the median of `repeats` copies.
+class CopyBandwidth {
+ public:
+  double measure(int repeats) {
+    const double t = seconds_per_run([&] { std::memcpy(to_.data(), from_.data(), kBytes); }, 1, repeats);
+    return 2.0 * kBytes / t;
+  }
+
+ private:
+  static constexpr std::size_t kBytes = std::size_t{256} << 20;
+  std::vector<char> from_ = std::vector<char>(kBytes, 1), to_ = std::vector<char>(kBytes, 0);
+};
 
 // KIVI's paged cache of one `context`-token sequence (bits 4 or 2, groups of 32, residual 128),
-// filled through kivi_append with random keys and values; decode attention over it.
-double kivi_seconds(int bits, int context, double& kv_bytes) {
+// filled through kivi_append with random keys and values, and decode attention's arguments over it.
+struct KiviWorkload {
   KiviPagedShape shape;
+  HostBuffer cache{0};
+  std::vector<std::int32_t> table;
+  std::vector<float> query, out;
+  std::int32_t context_len = 0;
+  KiviDecodeArgs args;
+  double kv_bytes = 0;
+};
+
+std::unique_ptr<KiviWorkload> make_kivi_workload(int bits, int context) {
+  auto w = std::make_unique<KiviWorkload>();
+  KiviPagedShape& shape = w->shape;
   shape.kv_heads = kKvHeads;
   shape.head_dim = kHeadDim;
   shape.bits = bits;
@@ -127,24 +152,25 @@ double kivi_seconds(int bits, int context, double& kv_bytes) {
   // Blocks are counted in bytes (the fp16 residual takes more per token than quantised groups).
   const int max_blocks = static_cast<int>((shape.sequence_bytes(context) + shape.slice_bytes() - 1) / shape.slice_bytes());
   shape.num_blocks = max_blocks;
-  HostBuffer cache(shape.bytes());
-  std::vector<std::int32_t> table(max_blocks);
-  for (int i = 0; i < max_blocks; ++i) table[i] = i;
+  w->cache = HostBuffer(shape.bytes());
+  w->table.resize(max_blocks);
+  for (int i = 0; i < max_blocks; ++i) w->table[i] = i;
   std::mt19937 rng(5);
   std::normal_distribution<float> normal(0.f, 1.f);
   std::vector<float> keys(static_cast<std::size_t>(context) * kKvHeads * kHeadDim), values(keys.size());
   for (auto& x : keys) x = normal(rng);
   for (auto& x : values) x = normal(rng);
   const std::int32_t first_row = 0, new_tokens = context, cached = 0;
-  kivi_append(make_kivi_append_args(keys.data(), values.data(), 1, &first_row, &new_tokens, &cached, table.data(), max_blocks,
-                                    shape, cache.data()));
-  std::vector<float> query(static_cast<std::size_t>(kQHeads) * kHeadDim), out(query.size());
-  for (auto& x : query) x = normal(rng);
-  const std::int32_t context_len = context;
-  const auto args = make_kivi_decode_args(query.data(), cache.data(), table.data(), &context_len, out.data(), 1, kQHeads,
-                                          max_blocks, shape);
-  kv_bytes = static_cast<double>(shape.sequence_bytes(context));
-  return seconds_per_run([&] { kivi_decode_attention(args); }, 2, 31);
+  kivi_append(make_kivi_append_args(keys.data(), values.data(), 1, &first_row, &new_tokens, &cached, w->table.data(), max_blocks,
+                                    shape, w->cache.data()));
+  w->query.resize(static_cast<std::size_t>(kQHeads) * kHeadDim);
+  w->out.resize(w->query.size());
+  for (auto& x : w->query) x = normal(rng);
+  w->context_len = context;
+  w->args = make_kivi_decode_args(w->query.data(), w->cache.data(), w->table.data(), &w->context_len, w->out.data(), 1, kQHeads,
+                                  max_blocks, shape);
+  w->kv_bytes = static_cast<double>(shape.sequence_bytes(context));
+  return w;
 }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -189,11 +215,15 @@ double cpu_multiply_adds_per_second(SimdLevel level) {
 // them per token and KV head (the scores and the weighted values) whatever the format, so at the
 // core's rate a format of b bytes per token and KV head reaches at most b / (that time) / copy;
 // half of them where the scores are integer dot products (SimdLevel::avx512_vnni, int8 and int4).
-void bench_cpu_single_thread(double copy) {
+// In rounds: each measures the copy bandwidth, then every format, so that a fraction divides two
+// figures taken within a second of each other (on a shared VM both drift by tens of percent within
+// minutes); a format's figures are the medians over the rounds.
+void bench_cpu_single_thread(CopyBandwidth& copy) {
 #ifdef _OPENMP
   const int threads = omp_get_max_threads();
   omp_set_num_threads(1);
 #endif
+  constexpr int kRounds = 5, kCalls = 11;
   const int context = 8192;
   const double multiply_adds = 2.0 * (kQHeads / kKvHeads) * kHeadDim * context * kKvHeads;
   const double rate = cpu_multiply_adds_per_second(cpu_simd_level());
@@ -202,37 +232,54 @@ void bench_cpu_single_thread(double copy) {
                 "context %d take at least %.0f us\n",
                 simd_level_name(cpu_simd_level()), rate / 1e9, multiply_adds / 1e6, context, multiply_adds / rate * 1e6);
   }
-  std::printf("cpu decode attention, one thread, context %d, batch 1, median of 31 calls (of %.1f GB/s copy; %s kernels):\n", context, copy / 1e9,
-              simd_level_name(cpu_simd_level()));
   struct Row {
     std::string name;
-    double seconds, bytes, target, fp32_multiply_adds;
+    std::function<void()> run;
+    double bytes, target, fp32_multiply_adds;
+    std::vector<double> seconds, fractions;
   };
   std::vector<Row> rows;
+  std::vector<Workload> paged;
+  paged.reserve(4);
   for (auto [e, target] : {std::pair{KvElement::fp16, 0.6}, {KvElement::fp8, 0.0}, {KvElement::int8, 0.5}, {KvElement::int4, 0.4}}) {
-    Workload w = make_workload(e, context, 1);
-    auto a = w.args();
+    Workload& w = paged.emplace_back(make_workload(e, context, 1));
+    const DecodeAttentionArgs a = w.args();
     const bool integer_scores = scores_against_rounded_query(a, cpu_simd_level());
-    rows.push_back({element_name(e), seconds_per_run([&] { decode_attention(a); }, 2, 31), w.kv_bytes(), target,
-                    integer_scores ? multiply_adds / 2 : multiply_adds});
+    rows.push_back({element_name(e), [a] { decode_attention(a); }, w.kv_bytes(), target,
+                    integer_scores ? multiply_adds / 2 : multiply_adds, {}, {}});
     if (integer_scores) {  // beside it, the same call with fp32 scores (the AVX-512 level)
-      rows.push_back({std::string(element_name(e)) + "/fp32", seconds_per_run([&] { decode_attention(a, SimdLevel::avx512); }, 2, 31),
-                      w.kv_bytes(), 0.0, multiply_adds});
+      rows.push_back({std::string(element_name(e)) + "/fp32", [a] { decode_attention(a, SimdLevel::avx512); }, w.kv_bytes(), 0.0,
+                      multiply_adds, {}, {}});
     }
   }
+  std::vector<std::unique_ptr<KiviWorkload>> kivi;
   using Kivi = std::tuple<int, const char*, double>;
   for (auto [bits, name, target] : {Kivi{4, "kivi-4", 0.3}, Kivi{2, "kivi-2", 0.0}}) {
-    double bytes = 0;
-    const double t = kivi_seconds(bits, context, bytes);
-    rows.push_back({name, t, bytes, target, multiply_adds});
+    const KiviWorkload& w = *kivi.emplace_back(make_kivi_workload(bits, context));
+    rows.push_back({name, [&w] { kivi_decode_attention(w.args); }, w.kv_bytes, target, multiply_adds, {}, {}});
   }
+  std::vector<double> copies;
+  for (int round = 0; round < kRounds; ++round) {
+    const double bandwidth = copy.measure(3);
+    copies.push_back(bandwidth);
+    for (Row& r : rows) {
+      const double t = seconds_per_run(r.run, 1, kCalls);
+      r.seconds.push_back(t);
+      r.fractions.push_back(r.bytes / t / bandwidth);
+    }
+  }
+  std::printf("cpu decode attention, one thread, context %d, batch 1: medians of %d rounds, each the copy bandwidth (median of 3) "
+              "then every format (median of %d calls); copy %.1f GB/s (%.1f-%.1f); %s kernels:\n",
+              context, kRounds, kCalls, median(copies) / 1e9, *std::min_element(copies.begin(), copies.end()) / 1e9,
+              *std::max_element(copies.begin(), copies.end()) / 1e9, simd_level_name(cpu_simd_level()));
   for (const Row& r : rows) {
-    const double fraction = r.bytes / r.seconds / copy;
-    std::printf("  %-9s %9.1f us %7.1f GB/s %5.0f%% of copy", r.name.c_str(), r.seconds * 1e6, r.bytes / r.seconds / 1e9,
-                100 * fraction);
+    const double seconds = median(r.seconds), fraction = median(r.fractions);
+    std::printf("  %-9s %9.1f us %7.1f GB/s %5.0f%% of copy (%.0f-%.0f%%)", r.name.c_str(), seconds * 1e6, r.bytes / seconds / 1e9,
+                100 * fraction, 100 * *std::min_element(r.fractions.begin(), r.fractions.end()),
+                100 * *std::max_element(r.fractions.begin(), r.fractions.end()));
     if (r.target > 0) std::printf("  (target %.0f%%: %s)", 100 * r.target, fraction >= r.target ? "met" : "not met");
     if (rate > 0) {
-      std::printf("  fp32 multiply-adds allow %.0f%%%s", 100 * r.bytes / (r.fp32_multiply_adds / rate) / copy,
+      std::printf("  fp32 multiply-adds allow %.0f%%%s", 100 * r.bytes / (r.fp32_multiply_adds / rate) / median(copies),
                   r.fp32_multiply_adds < multiply_adds ? " (scores in integers)" : "");
     }
     std::printf("\n");
@@ -272,9 +319,10 @@ void bench_cpu_under_load() {
 }
 
 void bench_cpu(bool quick) {
-  const double copy = cpu_copy_bandwidth();
+  CopyBandwidth copy_bandwidth;
+  const double copy = copy_bandwidth.measure(9);
   std::printf("cpu copy bandwidth (memcpy 256 MiB, read+write, median of 9): %.1f GB/s\n", copy / 1e9);
-  bench_cpu_single_thread(copy);
+  bench_cpu_single_thread(copy_bandwidth);
   bench_cpu_under_load();
   std::printf("%-6s %-5s %8s %6s %12s %10s %8s %10s\n", "device", "kv", "context", "batch", "time_us", "GB/s", "of_copy",
               "vs_fp16");
