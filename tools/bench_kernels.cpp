@@ -8,112 +8,27 @@
 //   memtwin_kernels_bench [--device cpu|cuda] [--quick]
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <functional>
-#include <memory>
 #include <random>
 #include <string>
 #include <thread>
 #include <tuple>
 #include <vector>
 
-#include "kernels/host_pages.h"
-#include "kernels/kivi_paged.h"
-#include "kernels/kv_kernels.h"
+#include "tools/bench_workloads.h"
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #endif
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-#ifdef MEMTWIN_WITH_CUDA
-#include <cuda_runtime.h>
 
-#include "kernels/cuda/kv_cuda.h"
-#endif
-
-using namespace memtwin::kernels;
-using Clock = std::chrono::steady_clock;
+using namespace memtwin::bench;
 
 namespace {
-
-constexpr int kQHeads = 32, kKvHeads = 8, kHeadDim = 128, kBlock = 16;
-
-// The median of `repeats` timed runs after `warmup` untimed ones: on a shared VM a neighbour's
-// burst slows some runs by tens of percent, which a mean carries into the figure.
-template <class F>
-double seconds_per_run(F run, int warmup, int repeats) {
-  for (int i = 0; i < warmup; ++i) run();
-  std::vector<double> seconds(static_cast<std::size_t>(repeats));
-  for (double& t : seconds) {
-    const auto start = Clock::now();
-    run();
-    t = std::chrono::duration<double>(Clock::now() - start).count();
-  }
-  std::nth_element(seconds.begin(), seconds.begin() + repeats / 2, seconds.end());
-  return seconds[static_cast<std::size_t>(repeats / 2)];
-}
-
-// The median of a few figures (the upper one of an even count's middle two).
-double median(std::vector<double> v) {
-  std::nth_element(v.begin(), v.begin() + static_cast<long>(v.size() / 2), v.end());
-  return v[v.size() / 2];
-}
-
-// A cache with `batch` sequences of `context` tokens, filled with random quantised vectors.
-struct Workload {
-  PagedShape shape;
-  HostBuffer k{0}, v{0};  // as the host device's memory holds a KV pool (kernels/host_pages.h)
-  std::vector<std::int32_t> table, context_lens;
-  std::vector<float> query, out;
-  int max_blocks = 0;
-  DecodeAttentionArgs args() {
-    return make_decode_args(query.data(), k.data(), v.data(), table.data(), context_lens.data(), out.data(),
-                            static_cast<int>(context_lens.size()), kQHeads, max_blocks, shape);
-  }
-  [[nodiscard]] double kv_bytes() const {
-    double tokens = 0;
-    for (int c : context_lens) tokens += c;
-    return 2 * tokens * kKvHeads * shape.format.vector_bytes();
-  }
-};
-
-Workload make_workload(KvElement e, int context, int batch) {
-  Workload w;
-  w.shape.format.element = e;
-  w.shape.format.head_dim = kHeadDim;
-  w.shape.kv_heads = kKvHeads;
-  w.shape.block_size = kBlock;
-  w.max_blocks = (context + kBlock - 1) / kBlock;
-  w.shape.num_blocks = w.max_blocks * batch;
-  w.k = HostBuffer(w.shape.bytes());
-  w.v = HostBuffer(w.shape.bytes());
-  // Random vectors, quantised once and tiled (filling gigabytes through the quantiser is slow).
-  std::mt19937 rng(1);
-  std::normal_distribution<float> normal(0.f, 1.f);
-  std::vector<float> x(static_cast<std::size_t>(kBlock) * kKvHeads * kHeadDim);
-  for (auto& f : x) f = normal(rng);
-  std::vector<std::int64_t> slots(kBlock);
-  for (int i = 0; i < kBlock; ++i) slots[i] = i;
-  std::vector<std::uint8_t> block(w.shape.block_stride());
-  PagedShape one = w.shape;
-  one.num_blocks = 1;
-  write_paged(x.data(), slots.data(), kBlock, one, block.data());
-  for (int b = 0; b < w.shape.num_blocks; ++b) {
-    std::memcpy(w.k.data() + b * w.shape.block_stride(), block.data(), block.size());
-    std::memcpy(w.v.data() + b * w.shape.block_stride(), block.data(), block.size());
-  }
-  w.table.resize(static_cast<std::size_t>(batch) * w.max_blocks);
-  for (std::size_t i = 0; i < w.table.size(); ++i) w.table[i] = static_cast<std::int32_t>(i);
-  w.context_lens.assign(batch, context);
-  w.query.resize(static_cast<std::size_t>(batch) * kQHeads * kHeadDim);
-  for (auto& f : w.query) f = normal(rng);
-  w.out.resize(w.query.size());
-  return w;
-}
 
 // memcpy of 256 MiB, read + write bytes per second, the median of `repeats` copies.
 class CopyBandwidth {
@@ -127,51 +42,6 @@ class CopyBandwidth {
   static constexpr std::size_t kBytes = std::size_t{256} << 20;
   std::vector<char> from_ = std::vector<char>(kBytes, 1), to_ = std::vector<char>(kBytes, 0);
 };
-
-// KIVI's paged cache of one `context`-token sequence (bits 4 or 2, groups of 32, residual 128),
-// filled through kivi_append with random keys and values, and decode attention's arguments over it.
-struct KiviWorkload {
-  KiviPagedShape shape;
-  HostBuffer cache{0};
-  std::vector<std::int32_t> table;
-  std::vector<float> query, out;
-  std::int32_t context_len = 0;
-  KiviDecodeArgs args;
-  double kv_bytes = 0;
-};
-
-std::unique_ptr<KiviWorkload> make_kivi_workload(int bits, int context) {
-  auto w = std::make_unique<KiviWorkload>();
-  KiviPagedShape& shape = w->shape;
-  shape.kv_heads = kKvHeads;
-  shape.head_dim = kHeadDim;
-  shape.bits = bits;
-  shape.group = 32;
-  shape.residual = 128;
-  shape.block_size = 32;
-  // Blocks are counted in bytes (the fp16 residual takes more per token than quantised groups).
-  const int max_blocks = static_cast<int>((shape.sequence_bytes(context) + shape.slice_bytes() - 1) / shape.slice_bytes());
-  shape.num_blocks = max_blocks;
-  w->cache = HostBuffer(shape.bytes());
-  w->table.resize(max_blocks);
-  for (int i = 0; i < max_blocks; ++i) w->table[i] = i;
-  std::mt19937 rng(5);
-  std::normal_distribution<float> normal(0.f, 1.f);
-  std::vector<float> keys(static_cast<std::size_t>(context) * kKvHeads * kHeadDim), values(keys.size());
-  for (auto& x : keys) x = normal(rng);
-  for (auto& x : values) x = normal(rng);
-  const std::int32_t first_row = 0, new_tokens = context, cached = 0;
-  kivi_append(make_kivi_append_args(keys.data(), values.data(), 1, &first_row, &new_tokens, &cached, w->table.data(), max_blocks,
-                                    shape, w->cache.data()));
-  w->query.resize(static_cast<std::size_t>(kQHeads) * kHeadDim);
-  w->out.resize(w->query.size());
-  for (auto& x : w->query) x = normal(rng);
-  w->context_len = context;
-  w->args = make_kivi_decode_args(w->query.data(), w->cache.data(), w->table.data(), &w->context_len, w->out.data(), 1, kQHeads,
-                                  max_blocks, shape);
-  w->kv_bytes = static_cast<double>(shape.sequence_bytes(context));
-  return w;
-}
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 // fp32 multiply-adds per second on one thread, with the vectors the kernels use: twelve independent
@@ -363,96 +233,6 @@ void bench_cpu(bool quick) {
                 kKvHeads, bytes / t / 1e9, 100 * bytes / t / copy);
   }
 }
-
-#ifdef MEMTWIN_WITH_CUDA
-#define CUDA_OK(call)                                                                     \
-  do {                                                                                    \
-    cudaError_t e_ = (call);                                                              \
-    if (e_ != cudaSuccess) {                                                              \
-      std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(e_));             \
-      std::exit(1);                                                                       \
-    }                                                                                     \
-  } while (0)
-
-template <class F>
-double cuda_ms(F run, int warmup, int repeats) {
-  for (int i = 0; i < warmup; ++i) run();
-  cudaEvent_t a, b;
-  CUDA_OK(cudaEventCreate(&a));
-  CUDA_OK(cudaEventCreate(&b));
-  CUDA_OK(cudaEventRecord(a));
-  for (int i = 0; i < repeats; ++i) run();
-  CUDA_OK(cudaEventRecord(b));
-  CUDA_OK(cudaEventSynchronize(b));
-  float ms = 0;
-  CUDA_OK(cudaEventElapsedTime(&ms, a, b));
-  return ms / repeats;
-}
-
-template <class T>
-T* upload(const T* data, std::size_t count) {
-  T* d = nullptr;
-  CUDA_OK(cudaMalloc(&d, count * sizeof(T)));
-  CUDA_OK(cudaMemcpy(d, data, count * sizeof(T), cudaMemcpyHostToDevice));
-  return d;
-}
-template <class T>
-T* upload(const std::vector<T>& v) {
-  return upload(v.data(), v.size());
-}
-std::uint8_t* upload(const HostBuffer& b) { return upload(b.data(), b.size()); }
-
-void bench_cuda(bool quick) {
-  const std::size_t copy_bytes = std::size_t{2} << 30;
-  void *src, *dst;
-  CUDA_OK(cudaMalloc(&src, copy_bytes));
-  CUDA_OK(cudaMalloc(&dst, copy_bytes));
-  const double copy_ms = cuda_ms([&] { CUDA_OK(cudaMemcpyAsync(dst, src, copy_bytes, cudaMemcpyDeviceToDevice)); }, 3, 10);
-  const double copy = 2.0 * copy_bytes / (copy_ms * 1e-3);
-  CUDA_OK(cudaFree(src));
-  CUDA_OK(cudaFree(dst));
-  cudaDeviceProp prop;
-  CUDA_OK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("cuda device %s: copy bandwidth (device to device, read+write) %.1f GB/s\n", prop.name, copy / 1e9);
-  std::printf("%-6s %-5s %8s %6s %12s %10s %8s %10s\n", "device", "kv", "context", "batch", "time_us", "GB/s", "of_copy",
-              "vs_fp16");
-  for (int context : quick ? std::vector<int>{1024, 32768} : std::vector<int>{1024, 4096, 16384, 32768, 65536, 131072}) {
-    for (int batch : {1, 8, 64}) {
-      double fp16_ms = 0;
-      for (KvElement e : {KvElement::fp16, KvElement::fp8, KvElement::int8, KvElement::int4, KvElement::int2}) {
-        KvFormat f;
-        f.element = e;
-        const double bytes = 2.0 * context * batch * kKvHeads * static_cast<double>(f.vector_bytes());
-        if (bytes > 16e9) continue;  // host-side filling dominates past this
-        Workload w = make_workload(e, context, batch);
-        DecodeAttentionArgs a = w.args();
-        a.query = upload(w.query);
-        a.k_cache = upload(w.k);
-        a.v_cache = upload(w.v);
-        a.block_tables = upload(w.table);
-        a.context_lens = upload(w.context_lens);
-        float* out = nullptr;
-        CUDA_OK(cudaMalloc(&out, w.out.size() * sizeof(float)));
-        a.out = out;
-        const int split = 512;
-        void* ws = nullptr;
-        CUDA_OK(cudaMalloc(&ws, memtwin::kernels::cuda::workspace_bytes(a, split)));
-        const double ms = cuda_ms([&] { memtwin::kernels::cuda::decode_attention(a, ws, split); }, 3, 20);
-        if (e == KvElement::fp16) fp16_ms = ms;
-        std::printf("%-6s %-5s %8d %6d %12.1f %10.1f %7.0f%% %9.2fx\n", "cuda", element_name(e), context, batch, ms * 1e3,
-                    w.kv_bytes() / (ms * 1e-3) / 1e9, 100 * w.kv_bytes() / (ms * 1e-3) / copy,
-                    fp16_ms > 0 ? fp16_ms / ms : 0.0);
-        for (const void* p : {static_cast<const void*>(a.query), static_cast<const void*>(a.k_cache),
-                              static_cast<const void*>(a.v_cache), static_cast<const void*>(a.block_tables),
-                              static_cast<const void*>(a.context_lens), static_cast<const void*>(out),
-                              static_cast<const void*>(ws)}) {
-          CUDA_OK(cudaFree(const_cast<void*>(p)));
-        }
-      }
-    }
-  }
-}
-#endif
 
 }  // namespace
 
