@@ -76,6 +76,10 @@ bool kivi_vnni_keys_take(const KiviPagedShape& s, int heads);
 /// kivi_vnni_keys_take.
 void kivi_vnni_key_scores(const KiviPagedShape& s, int heads, const KiviKeyGroup& g);
 
+/// The shape both integer passes (vnni_key_scores, vnni_weigh_tile) are also compiled for with
+/// their loop counts fixed: head_dim 128 in groups of 32 channels (one 32-channel chunk a group,
+/// four groups), the Llama shape with the cache's default group. Other shapes take the general loops.
+inline bool integer_passes_fixed_shape(const KvFormat& f) { return f.head_dim == 128 && f.group == 32; }
 /// Whether vnni_key_scores takes this format: int8 or int4 with groups a multiple of 32 channels
 /// up to 128, in a build with the kernel (decode_attention_vnni.cpp).
 bool vnni_takes(const KvFormat& f);

@@ -229,12 +229,12 @@ void key_scores(const DecodeAttentionArgs& a, const std::int32_t* table, const R
   }
 }
 
-// The common shape, head_dim 128 in groups of 32 channels (one chunk a group, four groups), has
-// its loops' counts fixed when compiled: 3% of int4 decode attention at 1K context on Zen 4.
+// integer_passes_fixed_shape's loops' counts fixed when compiled: 3% of int4 decode attention at
+// 1K context on Zen 4.
 template <int G, bool Int4>
 void key_scores_for(const DecodeAttentionArgs& a, const std::int32_t* table, const RoundedQuery& rq, const Heads& heads,
                     int ctx, float* scores) {
-  if (rq.chunks == 1 && rq.groups == 4) return key_scores<G, Int4, 1, 4>(a, table, rq, heads, ctx, scores);
+  if (integer_passes_fixed_shape(a.shape.format)) return key_scores<G, Int4, 1, 4>(a, table, rq, heads, ctx, scores);
   key_scores<G, Int4, 0, 0>(a, table, rq, heads, ctx, scores);
 }
 

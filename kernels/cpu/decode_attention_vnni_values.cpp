@@ -174,12 +174,11 @@ void weigh_tile(const KvFormat& f, const VnniValueTile& tile) {
   }
 }
 
-// The common shape, head_dim 128 in groups of 32 channels (four groups of one chunk), compiled
-// with its loops' counts fixed (3-4% of int4 and int8 decode attention on Zen 4); other shapes
-// take the general loops.
+// integer_passes_fixed_shape's loops' counts fixed when compiled (3-4% of int4 and int8 decode
+// attention on Zen 4).
 template <int H>
 void weigh_tile(const KvFormat& f, const VnniValueTile& tile) {
-  if (f.groups() == 4 && f.group == kChunk) return weigh_tile<H, 4, 1>(f, tile);
+  if (integer_passes_fixed_shape(f)) return weigh_tile<H, 4, 1>(f, tile);
   weigh_tile<H, 0, 0>(f, tile);
 }
 
