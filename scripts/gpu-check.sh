@@ -19,6 +19,7 @@ if ! runnable "$bin/memtwin_gpu_tests" || ! runnable "$bin/memtwin_kernels_bench
   # The *_avx2.cpp, *_avx512.cpp and *_vnni.cpp files without -mavx2 / -mavx512f compile to their "not available"
   # stubs: the portable kernels run.
   sources="$sources $root/kernels/cpu/decode_attention_avx2.cpp $root/kernels/cpu/decode_attention_avx512.cpp $root/kernels/cpu/decode_attention_vnni.cpp"
+  sources="$sources $root/kernels/cpu/decode_attention_vnni_values.cpp $root/kernels/cpu/kivi_vnni_keys.cpp $root/kernels/cpu/host_pages.cpp"
   sources="$sources $root/kernels/cpu/quantize_avx2.cpp $root/kernels/cpu/kivi.cpp $root/kernels/cpu/kivi_paged.cpp"
   sources="$sources $root/kernels/cpu/kivi_decode_avx2.cpp $root/kernels/cpu/kivi_decode_avx512.cpp $root/kernels/cpu/eviction.cpp"
   sources="$sources $root/kernels/cuda/decode_attention.cu $root/kernels/cuda/write_paged.cu"
@@ -26,7 +27,7 @@ if ! runnable "$bin/memtwin_gpu_tests" || ! runnable "$bin/memtwin_kernels_bench
   sources="$sources $root/kernels/cuda/kivi_paged.cu"
   flags="-O3 -std=c++17 -I$root -gencode arch=compute_90,code=sm_90 --use_fast_math -Xcompiler -fopenmp"
   nvcc $flags $sources "$root/tests/gpu/test_kernels_gpu.cpp" "$root/tests/gpu/test_compression_gpu.cpp" "$root/tests/gpu/test_scores_gpu.cpp" "$root/tests/gpu/test_kivi_gpu.cpp" -o "$bin/memtwin_gpu_tests" > "$out/build.log" 2>&1
-  nvcc $flags -DMEMTWIN_WITH_CUDA $sources "$root/tools/bench_kernels.cpp" -o "$bin/memtwin_kernels_bench" >> "$out/build.log" 2>&1
+  nvcc $flags -DMEMTWIN_WITH_CUDA $sources "$root/tools/bench_kernels.cpp" "$root/tools/bench_workloads.cpp" "$root/tools/bench_kernels_cuda.cpp" -o "$bin/memtwin_kernels_bench" >> "$out/build.log" 2>&1
 fi
 timeout 120 "$bin/memtwin_gpu_tests" > "$out/gpu_tests.txt" 2>&1
 echo "gpu tests exit $?" | tee -a "$out/status.txt"
