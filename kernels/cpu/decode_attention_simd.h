@@ -80,6 +80,10 @@ void kivi_vnni_key_scores(const KiviPagedShape& s, int heads, const KiviKeyGroup
 /// their loop counts fixed: head_dim 128 in groups of 32 channels (one 32-channel chunk a group,
 /// four groups), the Llama shape with the cache's default group. Other shapes take the general loops.
 inline bool integer_passes_fixed_shape(const KvFormat& f) { return f.head_dim == 128 && f.group == 32; }
+/// round_query_to_bytes as the VNNI K pass computes it (its build's copy, in AVX-512 vectors, for
+/// groups of a multiple of 16): the same bytes and scales, which a test checks. Only on CPUs with
+/// AVX-512 VNNI, in a build with the kernel.
+void vnni_round_query_to_bytes(const float* q, int elements, int group, std::int8_t* high, std::int8_t* low, float* scales);
 /// Whether vnni_key_scores takes this format: int8 or int4 with groups a multiple of 32 channels
 /// up to 128, in a build with the kernel (decode_attention_vnni.cpp).
 bool vnni_takes(const KvFormat& f);

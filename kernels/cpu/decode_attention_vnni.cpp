@@ -30,6 +30,7 @@
 
 #include "kernels/cpu/avx512_vectors.h"
 #include "kernels/cpu/paged_rows.h"
+#include "kernels/cpu/round_query.h"
 #include "kernels/cpu/vnni_vectors.h"
 #include "kernels/kv_kernels.h"
 
@@ -54,39 +55,50 @@ struct RoundedQuery {
   int groups = 0, chunks = 0, group_heads = 1;
 
   void build(const float* q, int heads, int query_heads_per_kv_head, const KvFormat& f) {
-    const int hd = f.head_dim;
+    const int hd = f.head_dim, group = f.group;
     groups = f.groups();
-    chunks = f.group / kChunk;
+    chunks = group / kChunk;
     group_heads = query_heads_per_kv_head;
     high.resize(static_cast<std::size_t>(heads) * hd);
     low.resize(high.size());
     scale.resize(static_cast<std::size_t>(heads) * groups);
     zero_weight.resize(scale.size());
     words.resize(static_cast<std::size_t>(heads) * groups * chunks * 16);
-    round_query_to_bytes(q, heads * hd, f.group, high.data(), low.data(), scale.data());
+    // Plain pointers: stores through std::int8_t may alias the vectors' members, which the loops
+    // would otherwise reload after every byte.
+    std::int8_t* const high_bytes = high.data();
+    std::int8_t* const low_bytes = low.data();
+    float* const scales = scale.data();
+    float* const zero_weights = zero_weight.data();
+    const bool int4 = f.bits() == 4;
     for (int h = 0; h < heads; ++h) {
       for (int gi = 0; gi < groups; ++gi) {
         const std::size_t hg = static_cast<std::size_t>(h) * groups + gi;
-        const std::size_t first = static_cast<std::size_t>(h) * hd + static_cast<std::size_t>(gi) * f.group;
-        int sum = 0;  // sum_i (256 h_i + l_i)
-        for (int i = 0; i < f.group; ++i) sum += 256 * high[first + i] + low[first + i];
-        zero_weight[hg] = scale[hg] * (static_cast<float>(sum) / 256.f);
-        scale[hg] /= 256.f;
+        const std::size_t first = static_cast<std::size_t>(h) * hd + static_cast<std::size_t>(gi) * group;
+        std::int8_t* const hi = high_bytes + first;
+        std::int8_t* const lo = low_bytes + first;
+        detail::round_query_group(q + first, group, hi, lo, scales[hg]);  // round_query_to_bytes, this build's copy
+        __m512i sums = _mm512_setzero_si512();  // sum_i (256 h_i + l_i), sixteen channels a lane
+        for (int i = 0; i < group; i += kLanes) {
+          const __m512i h16 = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(hi + i)));
+          const __m512i l16 = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(lo + i)));
+          sums = _mm512_add_epi32(sums, _mm512_add_epi32(_mm512_slli_epi32(h16, 8), l16));
+        }
+        const int sum = _mm512_reduce_add_epi32(sums);
+        zero_weights[hg] = scales[hg] * (static_cast<float>(sum) / 256.f);
+        scales[hg] /= 256.f;
+        // 8-bit codes: word k holds channels 4k .. 4k + 3, as rounded; 4-bit codes: words 2k and
+        // 2k + 1 the channels of the low nibbles of bytes 4k .. 4k + 3 (8k, 8k + 2, ...), then of
+        // the high nibbles (8k + 1, 8k + 3, ...): each run of eight bytes, its even bytes first.
+        const __m256i order = int4 ? _mm256_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15, 0, 2, 4, 6, 1, 3, 5, 7, 8,
+                                                      10, 12, 14, 9, 11, 13, 15)
+                                   : _mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7, 8,
+                                                      9, 10, 11, 12, 13, 14, 15);
         for (int ch = 0; ch < chunks; ++ch) {
           for (int part = 0; part < 2; ++part) {
-            const std::int8_t* c = (part == 0 ? high.data() : low.data()) + first + ch * kChunk;
-            std::int8_t bytes[kChunk];
-            if (f.bits() == 8) {  // word k: channels 4k .. 4k + 3
-              std::memcpy(bytes, c, kChunk);
-            } else {  // words 2k, 2k + 1: the low nibbles of bytes 4k .. 4k + 3 (channels 8k, 8k + 2, ...), then the high
-              for (int k = 0; k < 4; ++k) {
-                for (int b = 0; b < 4; ++b) {
-                  bytes[8 * k + b] = c[8 * k + 2 * b];
-                  bytes[8 * k + 4 + b] = c[8 * k + 2 * b + 1];
-                }
-              }
-            }
-            std::memcpy(chunk_words(h / group_heads, gi, ch, part) + (h % group_heads) * 8, bytes, kChunk);
+            const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>((part == 0 ? hi : lo) + ch * kChunk));
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(chunk_words(h / group_heads, gi, ch, part) + (h % group_heads) * 8),
+                                _mm256_shuffle_epi8(bytes, order));
           }
         }
       }
@@ -251,6 +263,13 @@ void key_scores_of(const DecodeAttentionArgs& a, const std::int32_t* table, cons
 
 }  // namespace
 
+void vnni_round_query_to_bytes(const float* q, int elements, int group, std::int8_t* high, std::int8_t* low, float* scales) {
+  for (int g = 0; g < elements / group; ++g) {
+    const std::size_t first = static_cast<std::size_t>(g) * group;
+    detail::round_query_group(q + first, group, high + first, low + first, scales[g]);
+  }
+}
+
 bool vnni_takes(const KvFormat& f) {
   // Up to 128 channels a group: 256 x 255 x 127 x 128 stays within a 32-bit sum.
   return f.quantized() && (f.bits() == 8 || f.bits() == 4) && f.group % kChunk == 0 && f.group <= 128;
@@ -277,6 +296,7 @@ void vnni_key_scores(const DecodeAttentionArgs& a, int seq, int first_kv_head, i
 #else
 
 namespace memtwin::kernels::simd {
+void vnni_round_query_to_bytes(const float*, int, int, std::int8_t*, std::int8_t*, float*) {}
 bool vnni_takes(const KvFormat&) { return false; }
 void vnni_key_scores(const DecodeAttentionArgs&, int, int, int, float*) {}
 }  // namespace memtwin::kernels::simd

@@ -44,7 +44,6 @@ constexpr int kPairs = kTile / 2;
 static_assert(kVectors == 2 && kPairs == 16, "the weights pack two vectors into one (word_of_pair)");
 constexpr int kChunk = 32;  // channels of a chunk: two output vectors of sixteen
 constexpr int kMaxGroups = 8;  // head_dim 256 in groups of 32
-constexpr int kMaxHeadDim = 256;  // as avx512_takes, whose kernel alone calls vnni_weighted_values
 constexpr float kSteps = 32767.f;
 
 // A tile's rounded weights, two tokens a word (see word_of_pair), and what a unit of each stands
@@ -252,20 +251,22 @@ void vnni_weighted_values(const DecodeAttentionArgs& a, int seq, int first_kv_he
     }
   }
   float* out = a.out + (static_cast<std::size_t>(seq) * a.q_heads + static_cast<std::size_t>(first_kv_head) * G) * hd;
-  int where[kMaxHeadDim];  // channel c's place in an acc row, and its group
-  std::uint8_t group_of[kMaxHeadDim];
-  for (int c = 0; c < hd; ++c) {
-    where[c] = vnni_value_position(f, c);
-    group_of[c] = static_cast<std::uint8_t>(c / layout.group);
-  }
+  // A chunk's channels c and c + 16 from its 32 places in an acc row (vnni_value_position keeps
+  // each chunk's channels within its 32 places, in the same order in every chunk).
+  alignas(64) std::int32_t where[kChunk];
+  for (int c = 0; c < kChunk; ++c) where[c] = vnni_value_position(f, c);
+  const __m512i first_half = _mm512_load_si512(where), second_half = _mm512_load_si512(where + kLanes);
   for (int head = 0; head < G * kv_heads; ++head) {  // the query heads, in order
-    const float inv = 1.f / denominators[head];
-    float zero[kMaxGroups];
-    for (int gi = 0; gi < groups; ++gi)
-      zero[gi] = _mm512_reduce_add_ps(_mm512_loadu_ps(zero_sums + (static_cast<std::size_t>(head) * groups + gi) * kLanes));
+    const __m512 inv = _mm512_set1_ps(1.f / denominators[head]);
     const float* acc_head = acc + static_cast<std::size_t>(head) * hd;
     float* out_head = out + static_cast<std::size_t>(head) * hd;
-    for (int c = 0; c < hd; ++c) out_head[c] = (acc_head[where[c]] + zero[group_of[c]]) * inv;
+    for (int c = 0; c < hd; c += kChunk) {  // a chunk lies within one value group (groups of 32, 64, ...)
+      const __m512 zero = _mm512_set1_ps(
+          _mm512_reduce_add_ps(_mm512_loadu_ps(zero_sums + (static_cast<std::size_t>(head) * groups + c / layout.group) * kLanes)));
+      const __m512 lo = _mm512_loadu_ps(acc_head + c), hi = _mm512_loadu_ps(acc_head + c + kLanes);
+      _mm512_storeu_ps(out_head + c, _mm512_mul_ps(_mm512_add_ps(_mm512_permutex2var_ps(lo, first_half, hi), zero), inv));
+      _mm512_storeu_ps(out_head + c + kLanes, _mm512_mul_ps(_mm512_add_ps(_mm512_permutex2var_ps(lo, second_half, hi), zero), inv));
+    }
   }
 }
 

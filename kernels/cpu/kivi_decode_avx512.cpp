@@ -226,19 +226,28 @@ void attend(const KiviDecodeArgs& a, int seq, int first_kv_head, int end_kv_head
       }
     }
   }
-  // K pass over the residual's fp16 tokens.
-  for (std::int64_t j = 0; j < n - quantized; ++j) {
-    const std::uint8_t* token = range.residual(quantized, j);
+  // K pass over the residual's fp16 tokens, two at a time where there are two: each score's sum in
+  // the channels' order as alone, twice the sums in flight (one token's H sums were a chain of
+  // multiply-adds, each waiting for the one before).
+  const std::int64_t residual_tokens = n - quantized;
+  for (std::int64_t j = 0; j < residual_tokens; j += 2) {
+    const int tokens = residual_tokens - j >= 2 ? 2 : 1;
+    const std::uint8_t* token[2] = {range.residual(quantized, j), range.residual(quantized, j + tokens - 1)};
     for (int kvh = first_kv_head; kvh < end_kv_head; ++kvh) {
-      const std::uint8_t* k = token + static_cast<std::size_t>(kvh) * 4 * hd;  // K then V, hd halves each
+      const std::size_t head_at = static_cast<std::size_t>(kvh) * 4 * hd;  // K then V, hd halves each
       for (int first = 0; first < gqa; first += H) {
-        __m512 sum[H];
-        for (int h = 0; h < H; ++h) sum[h] = _mm512_setzero_ps();
+        __m512 sum[2][H];
+        for (auto& t : sum)
+          for (__m512& x : t) x = _mm512_setzero_ps();
         for (int c = 0; c < hd; c += kLanes) {
-          const __m512 kc = load_halves(k, c);
-          for (int h = 0; h < H; ++h) sum[h] = _mm512_fmadd_ps(_mm512_loadu_ps(queries + row_of(kvh, first, h) * hd + c), kc, sum[h]);
+          const __m512 kc[2] = {load_halves(token[0] + head_at, c), load_halves(token[1] + head_at, c)};
+          for (int h = 0; h < H; ++h) {
+            const __m512 qc = _mm512_loadu_ps(queries + row_of(kvh, first, h) * hd + c);
+            for (int t = 0; t < 2; ++t) sum[t][h] = _mm512_fmadd_ps(qc, kc[t], sum[t][h]);
+          }
         }
-        for (int h = 0; h < H; ++h) scores[row_of(kvh, first, h) * n + quantized + j] = _mm512_reduce_add_ps(sum[h]) * a.scale;
+        for (int t = 0; t < tokens; ++t)
+          for (int h = 0; h < H; ++h) scores[row_of(kvh, first, h) * n + quantized + j + t] = _mm512_reduce_add_ps(sum[t][h]) * a.scale;
       }
     }
   }
@@ -338,21 +347,32 @@ void attend(const KiviDecodeArgs& a, int seq, int first_kv_head, int end_kv_head
     }
   }
 
-  // V pass over the residual.
-  for (std::int64_t j = 0; j < n - quantized; ++j) {
-    const std::uint8_t* token = range.residual(quantized, j);
-    for (int kvh = first_kv_head; kvh < end_kv_head; ++kvh) {
-      const std::uint8_t* v = token + static_cast<std::size_t>(kvh) * 4 * hd + 2 * static_cast<std::size_t>(hd);
-      for (int first = 0; first < gqa; first += H) {
-        __m512 p[H];
-        for (int h = 0; h < H; ++h) p[h] = _mm512_set1_ps(scores[row_of(kvh, first, h) * n + quantized + j]);
-        for (int c = 0; c < hd; c += kLanes) {
-          const __m512 vc = load_halves(v, c);
+  // V pass over the residual: 32 channels of H heads at a time (where head_dim allows, else 16)
+  // summed over its tokens in registers, each sum adding the tokens in order. (Token by token, every
+  // sum was loaded and stored again for every token.)
+  thread_local std::vector<const std::uint8_t*> residual_values;
+  residual_values.resize(static_cast<std::size_t>(residual_tokens));
+  for (std::int64_t j = 0; j < residual_tokens; ++j) residual_values[j] = range.residual(quantized, j) + 2 * static_cast<std::size_t>(hd);
+  for (int kvh = first_kv_head; kvh < end_kv_head; ++kvh) {
+    const std::size_t head_at = static_cast<std::size_t>(kvh) * 4 * hd;  // K then V, hd halves each
+    for (int first = 0; first < gqa; first += H) {
+      const float* p[H];
+      for (int h = 0; h < H; ++h) p[h] = scores.data() + row_of(kvh, first, h) * n + quantized;
+      for (int c = 0; c < hd; c += 2 * kLanes) {
+        const int parts = c + 2 * kLanes <= hd ? 2 : 1;
+        __m512 sum[2][H];
+        for (auto& part : sum)
+          for (__m512& x : part) x = _mm512_setzero_ps();
+        for (std::int64_t j = 0; j < residual_tokens; ++j) {
+          const __m512 vc[2] = {load_halves(residual_values[j] + head_at, c),
+                                load_halves(residual_values[j] + head_at, c + (parts - 1) * kLanes)};
           for (int h = 0; h < H; ++h) {
-            float* at = residual.data() + row_of(kvh, first, h) * hd + c;
-            _mm512_storeu_ps(at, _mm512_fmadd_ps(p[h], vc, _mm512_loadu_ps(at)));
+            const __m512 p_hj = _mm512_set1_ps(p[h][j]);
+            for (int part = 0; part < 2; ++part) sum[part][h] = _mm512_fmadd_ps(p_hj, vc[part], sum[part][h]);
           }
         }
+        for (int part = 0; part < parts; ++part)
+          for (int h = 0; h < H; ++h) _mm512_storeu_ps(residual.data() + row_of(kvh, first, h) * hd + c + part * kLanes, sum[part][h]);
       }
     }
   }

@@ -6,6 +6,7 @@
 
 #include "kernels/cpu/decode_attention_simd.h"
 #include "kernels/cpu/quantize_simd.h"
+#include "kernels/cpu/round_query.h"
 #include "kernels/kv_kernels.h"
 
 namespace memtwin::kernels {
@@ -108,43 +109,14 @@ void write_paged(const float* values, const std::int64_t* slot_mapping, int toke
   }
 }
 
-namespace {
-// x rounded to the nearest integer, ties to even, for |x| < 2^22: adding 1.5 x 2^23 leaves no
-// fraction bits, so the addition rounds (in the default rounding mode; the build allows no
-// reassociation). std::nearbyint is a libm call on baseline x86-64, a tenth of a decode call's
-// time at 1K tokens.
-inline float round_to_even(float x) { return (x + 12582912.f) - 12582912.f; }
-}  // namespace
-
 void round_query_to_bytes(const float* q, int elements, int group, std::int8_t* high, std::int8_t* low, float* scales) {
   if (group <= 0 || elements % group != 0) {
     throw std::invalid_argument("round_query_to_bytes: group " + std::to_string(group) + " must divide " +
                                 std::to_string(elements) + " elements");
   }
   for (int g = 0; g < elements / group; ++g) {
-    const float* x = q + static_cast<std::size_t>(g) * group;
-    float largest = 0;
-#pragma omp simd reduction(max : largest)
-    for (int i = 0; i < group; ++i) largest = std::max(largest, std::fabs(x[i]));
-    const float scale = largest / 127.f;  // 0 for a zero run (or one so small that the scale underflows)
-    scales[g] = scale;
-    std::int8_t* h = high + static_cast<std::size_t>(g) * group;
-    std::int8_t* l = low + static_cast<std::size_t>(g) * group;
-    if (!(scale > 0)) {
-      std::fill(h, h + group, std::int8_t{0});
-      std::fill(l, l + group, std::int8_t{0});
-      continue;
-    }
-    // From the quotient by the scale (not a product with its inverse), so that the largest
-    // element is exactly +-127 and every code within [-127, 127]. (A branch-free loop: the
-    // compiler vectorises it.)
-#pragma omp simd
-    for (int i = 0; i < group; ++i) {
-      const float steps = x[i] / scale;
-      const float whole = round_to_even(steps);
-      h[i] = static_cast<std::int8_t>(whole);
-      l[i] = static_cast<std::int8_t>(std::clamp(round_to_even((steps - whole) * 256.f), -127.f, 127.f));
-    }
+    const std::size_t first = static_cast<std::size_t>(g) * group;
+    detail::round_query_group(q + first, group, high + first, low + first, scales[g]);
   }
 }
 

@@ -91,6 +91,33 @@ TEST_CASE("the query rounded to bytes: high codes within +-127, the largest exac
   CHECK_THROWS_WITH(round_query_to_bytes(q.data(), 24, 5, high.data(), low.data(), scales.data()), Catch::Contains("must divide"));
 }
 
+TEST_CASE("the VNNI K pass rounds the query to the same bytes and scales as round_query_to_bytes", "[unit]") {
+  if (!memtwin::kernels::simd::avx512_vnni_supported()) {
+    WARN("this CPU has no AVX-512 VNNI: its copy of the rounding is not run here");
+    return;
+  }
+  // Ordinary values, ties of a step and of a low byte, clamped low bytes, a zero group and one
+  // whose scale underflows, in groups of 32, 64 and 128.
+  std::vector<float> q = synthetic_kv(4, 128, 7, true);
+  for (int i = 0; i < 32; ++i) q[32 + i] = 0.f;
+  for (int i = 0; i < 32; ++i) q[64 + i] = 1e-40f * static_cast<float>(i % 3);
+  q[96] = 127.f;
+  q[97] = 63.5f;
+  q[98] = -0.5f;
+  q[99] = 1.f + 1.f / 512.f;
+  for (const int group : {32, 64, 128}) {
+    INFO("group " << group);
+    const int n = static_cast<int>(q.size()), groups = n / group;
+    std::vector<std::int8_t> high(q.size()), low(q.size()), vnni_high(q.size()), vnni_low(q.size());
+    std::vector<float> scales(groups), vnni_scales(groups);
+    round_query_to_bytes(q.data(), n, group, high.data(), low.data(), scales.data());
+    memtwin::kernels::simd::vnni_round_query_to_bytes(q.data(), n, group, vnni_high.data(), vnni_low.data(), vnni_scales.data());
+    CHECK(vnni_high == high);
+    CHECK(vnni_low == low);
+    CHECK(std::memcmp(vnni_scales.data(), scales.data(), scales.size() * sizeof(float)) == 0);
+  }
+}
+
 TEST_CASE("integer key scores stay within the bound the rounded query sets", "[unit]") {
   // Against the exact query, the rounding moves each score by at most delta = scale x max_t |(q - q') . k_t|,
   // so each probability by a factor within exp(+-2 delta) and each output by at most (exp(2 delta) - 1) max|v|.
