@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <set>
 #include <sstream>
@@ -34,12 +35,44 @@ nlohmann::ordered_json summary(std::vector<T> values) {
   return out;
 }
 
+// Runs in ascending (value, count) order, the order std::sort gives the pairs, by a radix sort on
+// 64-bit keys: the value's bits made order-preserving (negative floats' inverted, the others' sign
+// bit set) above the count. A million requests leave about four million runs, which std::sort
+// took a third of a second to order (4% of the run).
+std::vector<std::pair<float, std::uint32_t>> sorted_runs(const std::vector<std::pair<float, std::uint32_t>>& runs) {
+  const std::size_t n = runs.size();
+  std::vector<std::uint64_t> keys(n), other(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint32_t bits;
+    std::memcpy(&bits, &runs[i].first, sizeof bits);
+    bits = (bits & 0x80000000u) != 0 ? ~bits : bits | 0x80000000u;
+    keys[i] = (static_cast<std::uint64_t>(bits) << 32) | runs[i].second;
+  }
+  constexpr int kDigitBits = 16;
+  std::vector<std::size_t> starts((std::size_t{1} << kDigitBits) + 1);
+  for (int shift = 0; shift < 64; shift += kDigitBits) {  // least significant digit first; each pass stable
+    std::fill(starts.begin(), starts.end(), 0);
+    for (std::uint64_t k : keys) ++starts[((k >> shift) & 0xffffu) + 1];
+    if (std::find(starts.begin() + 1, starts.end(), n) != starts.end()) continue;  // one digit throughout
+    std::partial_sum(starts.begin(), starts.end(), starts.begin());
+    for (std::uint64_t k : keys) other[starts[(k >> shift) & 0xffffu]++] = k;
+    keys.swap(other);
+  }
+  std::vector<std::pair<float, std::uint32_t>> out(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint32_t bits = static_cast<std::uint32_t>(keys[i] >> 32);
+    bits = (bits & 0x80000000u) != 0 ? bits & 0x7fffffffu : ~bits;
+    std::memcpy(&out[i].first, &bits, sizeof bits);
+    out[i].second = static_cast<std::uint32_t>(keys[i]);
+  }
+  return out;
+}
+
 // The same over samples held as runs of equal values: their percentiles walk the runs in value
 // order, their mean sums each run's value x count.
 nlohmann::ordered_json summary(const ValueRuns& samples) {
   if (samples.empty()) return nullptr;
-  std::vector<std::pair<float, std::uint32_t>> runs = samples.runs();
-  std::sort(runs.begin(), runs.end());
+  const std::vector<std::pair<float, std::uint32_t>> runs = sorted_runs(samples.runs());
   nlohmann::ordered_json out;
   double sum = 0;
   for (const auto& [v, n] : runs) sum += static_cast<double>(v) * n;
