@@ -274,7 +274,7 @@ void BatchScheduler::complete(const ScheduledIteration& it, double started, doub
   }
 }
 
-double BatchScheduler::kv_bytes(const Sequence& q, int prefilled, int generated) const {
+inline double BatchScheduler::kv_bytes(const Sequence& q, int prefilled, int generated) const {
   // Prefill holds what the method needs while prefilling (the whole prompt for methods that
   // select afterwards); decoding holds the compressed footprint.
   if (prefilled >= q.prompt && generated > 0) return kv_.sequence_bytes(q.prompt, generated);
@@ -282,7 +282,7 @@ double BatchScheduler::kv_bytes(const Sequence& q, int prefilled, int generated)
   return prefilled >= q.prompt ? std::max(bytes, kv_.sequence_bytes(q.prompt, generated)) : bytes;
 }
 
-std::int64_t BatchScheduler::blocks_of(double bytes) const {
+inline std::int64_t BatchScheduler::blocks_of(double bytes) const {
   // ceil without libm: Debian's baseline x86-64 has no rounding instruction, so std::ceil is a call,
   // and this runs for every sequence of every iteration. Exact for the non-negative sizes it sees.
   const double blocks = bytes / block_bytes_;
@@ -351,7 +351,7 @@ void BatchScheduler::reject_front() {
   if (on_finish) on_finish(record);
 }
 
-bool BatchScheduler::done(const Sequence& q) const {
+inline bool BatchScheduler::done(const Sequence& q) const {
   if (role_ == InstanceRole::prefill) return q.prefilled >= q.prompt && q.generated > 0;  // handed to decode
   const int total_generated = q.generated + (q.prompt - q.original_prompt);  // tokens recomputed count as generated
   return q.prefilled >= q.prompt && total_generated >= q.output_tokens;
