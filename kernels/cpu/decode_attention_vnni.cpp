@@ -70,7 +70,14 @@ struct RoundedQuery {
     std::int8_t* const low_bytes = low.data();
     float* const scales = scale.data();
     float* const zero_weights = zero_weight.data();
-    const bool int4 = f.bits() == 4;
+    // The bytes' order in a chunk's words. 8-bit codes: word k holds channels 4k .. 4k + 3, as
+    // rounded; 4-bit codes: words 2k and 2k + 1 the channels of the low nibbles of bytes 4k .. 4k + 3
+    // (8k, 8k + 2, ...), then of the high nibbles (8k + 1, 8k + 3, ...): each run of eight bytes,
+    // its even bytes first.
+    const __m256i order = f.bits() == 4 ? _mm256_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15, 0, 2, 4, 6, 1, 3, 5,
+                                                           7, 8, 10, 12, 14, 9, 11, 13, 15)
+                                        : _mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6,
+                                                           7, 8, 9, 10, 11, 12, 13, 14, 15);
     for (int h = 0; h < heads; ++h) {
       for (int gi = 0; gi < groups; ++gi) {
         const std::size_t hg = static_cast<std::size_t>(h) * groups + gi;
@@ -87,13 +94,6 @@ struct RoundedQuery {
         const int sum = _mm512_reduce_add_epi32(sums);
         zero_weights[hg] = scales[hg] * (static_cast<float>(sum) / 256.f);
         scales[hg] /= 256.f;
-        // 8-bit codes: word k holds channels 4k .. 4k + 3, as rounded; 4-bit codes: words 2k and
-        // 2k + 1 the channels of the low nibbles of bytes 4k .. 4k + 3 (8k, 8k + 2, ...), then of
-        // the high nibbles (8k + 1, 8k + 3, ...): each run of eight bytes, its even bytes first.
-        const __m256i order = int4 ? _mm256_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15, 0, 2, 4, 6, 1, 3, 5, 7, 8,
-                                                      10, 12, 14, 9, 11, 13, 15)
-                                   : _mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7, 8,
-                                                      9, 10, 11, 12, 13, 14, 15);
         for (int ch = 0; ch < chunks; ++ch) {
           for (int part = 0; part < 2; ++part) {
             const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>((part == 0 ? hi : lo) + ch * kChunk));
