@@ -3,7 +3,8 @@
 # the scenario loader, calibration files, HuggingFace config.json, request traces (and length files),
 # .npy and .safetensors KV tensors, KV-quality documents, the real model's model.json and tokenizer.json. Each starts from its seeds (the examples and the bad-input
 # corpus under tests/); an input that crashes, trips a sanitizer, takes over 10 s or allocates over
-# 1 GB is a failure, saved under build-sanitize/fuzz-crashes/READER/.
+# 1 GB is a failure, saved under build-sanitize/fuzz-crashes/READER/. Readers run side by side,
+# one per core.
 #   scripts/fuzz.sh SECONDS [READER...]    each reader (or those named) for SECONDS (a long run;
 #                                          its figures go to docs/reliability.md)
 #   scripts/fuzz.sh --runs N [READER...]   each for N inputs from a fixed seed: the same inputs every time (CI)
@@ -19,7 +20,8 @@ case "${1:-}" in
   ''|-*) echo "$usage" >&2; exit 2 ;;
   *) budget=(-max_total_time="$1"); shift ;;
 esac
-all_readers=(scenario calibration hf_config trace npy safetensors quality model_json tokenizer)
+# The slowest readers first, so that running side by side they end together.
+all_readers=(quality calibration scenario hf_config trace npy safetensors model_json tokenizer)
 readers=("$@")
 [ ${#readers[@]} -gt 0 ] || readers=("${all_readers[@]}")
 for r in "${readers[@]}"; do
@@ -45,28 +47,38 @@ export ASAN_OPTIONS="detect_leaks=0:allocator_may_return_null=0" UBSAN_OPTIONS="
 scratch=/tmp
 [ -w /dev/shm ] && scratch=/dev/shm
 export MEMTWIN_FUZZ_TMP="${MEMTWIN_FUZZ_TMP:-$(mktemp -d -p "$scratch")}"
+# One reader: its libFuzzer run, then its table row and exit status in files (readers run
+# side by side, one per core; the table prints in the readers' order).
+fuzz_one() {
+  local reader=$1 corpus="$build/fuzz-corpus/$1" crashes="$build/fuzz-crashes/$1" log="$build/fuzz-$1.log"
+  mkdir -p "$corpus" "$crashes"
+  seeds "$reader" | sort | while read -r f; do cp "$f" "$corpus/seed-$(basename "$f")"; done
+  local start status=0 runs
+  start=$(date +%s)
+  (cd "$build" && "$build/fuzz/fuzz_$reader" "$corpus" "${budget[@]}" -max_len=8192 -timeout=10 \
+      -malloc_limit_mb=1024 -rss_limit_mb=2560 -print_final_stats=1 -artifact_prefix="$crashes/" >"$log" 2>&1) || status=$?
+  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  echo "${runs:-0} $(( $(date +%s) - start )) $(ls "$corpus" | wc -l) $status" >"$MEMTWIN_FUZZ_TMP/$reader.row"
+}
+parallel=$(nproc)
+for reader in "${readers[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$parallel" ]; do wait -n || true; done
+  fuzz_one "$reader" &
+done
+wait
 failed=0 total=0
 printf '%-12s %12s %8s %8s %s\n' reader executions seconds corpus result
 for reader in "${readers[@]}"; do
-  corpus="$build/fuzz-corpus/$reader" crashes="$build/fuzz-crashes/$reader"
-  mkdir -p "$corpus" "$crashes"
-  seeds "$reader" | sort | while read -r f; do cp "$f" "$corpus/seed-$(basename "$f")"; done
-  log="$build/fuzz-$reader.log"
-  start=$(date +%s)
-  status=0
-  (cd "$build" && "$build/fuzz/fuzz_$reader" "$corpus" "${budget[@]}" -max_len=8192 -timeout=10 \
-      -malloc_limit_mb=1024 -rss_limit_mb=2560 -print_final_stats=1 -artifact_prefix="$crashes/" >"$log" 2>&1) || status=$?
-  seconds=$(( $(date +%s) - start ))
-  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-  runs=${runs:-0}
+  read -r runs seconds corpus_size status <"$MEMTWIN_FUZZ_TMP/$reader.row"
   total=$((total + runs))
   result=ok
   if [ "$status" -ne 0 ]; then
+    log="$build/fuzz-$reader.log"
     result="FAILED (see $log)"
     failed=1
     grep -E "ERROR: (AddressSanitizer|libFuzzer|UndefinedBehaviorSanitizer)|runtime error|deadly signal|Test unit written" "$log" | head -5 >&2 || true
   fi
-  printf '%-12s %12s %8s %8s %s\n' "$reader" "$runs" "$seconds" "$(ls "$corpus" | wc -l)" "$result"
+  printf '%-12s %12s %8s %8s %s\n' "$reader" "$runs" "$seconds" "$corpus_size" "$result"
 done
 echo "executions in all: $total"
 rm -rf "$MEMTWIN_FUZZ_TMP"

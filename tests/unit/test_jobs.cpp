@@ -211,7 +211,7 @@ TEST_CASE("a leaf-spine fabric: one node per leaf is fat-tree's uplink, one leaf
 }
 
 TEST_CASE("a serving job beside a training job: both slower together where they cross the same oversubscribed leaf uplinks, "
-          "neither on one leaf", "[unit]") {
+          "neither on one leaf", "[unit][heavy]") {
   const std::string beside = "scenarios/jobs/serving-beside-training-across-spine.yaml";
   const std::string serving_file = "scenarios/jobs/llama3-70b-tp8-serving-2x4xh100.yaml";
   const auto own = run_json(serving_file);

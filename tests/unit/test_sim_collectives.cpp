@@ -205,7 +205,7 @@ training: {micro_batch: 1, seq_len: 2048, global_batch: 8}
         std::vector<std::string>{"flows 0 1 2 4 6", "flows 0 1 2 4 6 8 10 12 14"});
 }
 
-TEST_CASE("merging lone collectives leaves every result as running every flow gives it, byte for byte", "[unit]") {
+TEST_CASE("merging lone collectives leaves every result as running every flow gives it, byte for byte", "[unit][heavy]") {
   // Tensor 4 fills each node, so its rings cross only NVLink (merged); data parallelism and the
   // pipeline cross NICs. With tensor 2 a node holds two data-parallel ranks, whose rings share
   // NVLink with the tensor-parallel ones (nothing merged). Optimizer offload adds PCIe copies.
