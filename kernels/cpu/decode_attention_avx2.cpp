@@ -98,14 +98,17 @@ void key_scores_over(const DecodeAttentionArgs& a, const std::int32_t* table, co
   const KvFormat& f = a.shape.format;
   const Layout layout(a.shape);
   const int hd = f.head_dim;
-  const std::size_t bytes = layout.vector_bytes, span = bytes * static_cast<std::size_t>(heads.count);
+  const std::size_t bytes = layout.vector_bytes;
   const float score_scale = a.scale * element_factor(f);
   constexpr int kChains = G >= 8 ? 1 : 2;
   Rows rows(a.k_cache, table, layout, heads.first, ctx, 0), ahead(a.k_cache, table, layout, heads.first, ctx, kAhead);
   for (int t = 0; t < ctx; ++t, rows.next(), ahead.next()) {
-    if (ahead.valid()) prefetch(ahead.row(), span);
+    const std::uint8_t* later = ahead.valid() ? ahead.row() : nullptr;
     const std::uint8_t* row = rows.row();
     for (int h = 0; h < heads.count; ++h) {
+      // Each head asks for its own vector of the later row: spread over the token's work rather
+      // than a whole row at once, the asks keep the misses flowing (fp16 at 8K on Zen 4: -11%).
+      if (later) prefetch(later + static_cast<std::size_t>(h) * bytes, bytes);
       const std::uint8_t* k = row + static_cast<std::size_t>(h) * bytes;
       const float* q_h = q + static_cast<std::size_t>(h) * G * hd;
       float* scores_h = scores + static_cast<std::size_t>(h) * G * ctx;
@@ -185,14 +188,16 @@ void weighted_values_over(const DecodeAttentionArgs& a, const std::int32_t* tabl
   alignas(32) float weights[kTile][16][G];     // code space: p_t scale_t, [token][group][g] (<= 16 groups)
   alignas(32) float probs[kTile][G];           // the tile's probabilities, token-major
   const std::uint8_t* rows[kTile];
+  const std::uint8_t* later[kTile];  // the next tile's rows, which each head prefetches its vectors of
   Rows current(a.v_cache, table, layout, heads.first, ctx, 0), ahead(a.v_cache, table, layout, heads.first, ctx, 0);
   for (int t = 0; t < std::min(kTile, ctx); ++t, ahead.next()) prefetch(ahead.row(), span);
   for (int t0 = 0; t0 < ctx; t0 += kTile) {
     const int n = std::min(kTile, ctx - t0);
+    int later_count = 0;
     for (int j = 0; j < n; ++j, current.next()) {
       rows[j] = current.row();
-      if (ahead.valid()) {  // the next tile, while this one computes
-        prefetch_l2(ahead.row(), span);
+      if (ahead.valid()) {
+        later[later_count++] = ahead.row();
         ahead.next();
       }
     }
@@ -200,6 +205,8 @@ void weighted_values_over(const DecodeAttentionArgs& a, const std::int32_t* tabl
       const float* p_h = p + static_cast<std::size_t>(h) * G * ctx + t0;
       float* acc_h = acc_store + static_cast<std::size_t>(h) * G * hd;
       const std::size_t at = static_cast<std::size_t>(h) * bytes;  // the head's vector within a row
+      // The next tile, while this one computes: each head asks for its own vectors (as the K pass does).
+      for (int j = 0; j < later_count; ++j) prefetch_l2(later[j] + at, bytes);
       for (int j = 0; j < n; ++j)
         for (int g = 0; g < G; ++g) probs[j][g] = p_h[static_cast<std::size_t>(g) * ctx + j];
       if constexpr (kCodeSpace) {
