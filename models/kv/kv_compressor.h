@@ -45,6 +45,11 @@ class KvCompressor {
   [[nodiscard]] virtual std::int64_t residual_tokens(std::int64_t /*prompt*/, std::int64_t /*generated*/) const { return 0; }
   /// Bytes per cached token in steady state: the unit of paged-block capacity.
   [[nodiscard]] virtual double bytes_per_stored_token() const = 0;
+  /// Bytes per token of a method that keeps every token, all alike: then sequence_bytes(p, g) is
+  /// exactly (p + g) x this (as a double product), prefill_bytes(p) is sequence_bytes(p, 0),
+  /// kept_tokens(p, g) is p + g and residual_tokens is 0. 0 for every other method. Callers that
+  /// ask per sequence and step (the batch scheduler) ask this once and skip the virtual calls.
+  [[nodiscard]] virtual double uniform_token_bytes() const { return 0; }
   /// Tokens one layer keeps (methods whose layers keep different numbers override it).
   [[nodiscard]] virtual std::int64_t kept_tokens_in_layer(std::int64_t prompt, std::int64_t generated, int /*layer*/) const {
     return kept_tokens(prompt, generated);

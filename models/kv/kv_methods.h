@@ -13,6 +13,7 @@ class FullPrecisionKv final : public KvCompressor {
   std::string name() const override;
   double sequence_bytes(std::int64_t prompt, std::int64_t generated) const override;
   double bytes_per_stored_token() const override;
+  double uniform_token_bytes() const override { return shape_.token_bytes(); }
 
  private:
   KvShape shape_;

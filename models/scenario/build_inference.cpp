@@ -97,7 +97,7 @@ Disaggregation build_disaggregation(const ParamValues& v, const Cluster& cluster
   d.decode_replicas = v.int32(key + ".decode.replicas");
   d.decode_tensor_parallel = v.int32(key + ".decode.tensor_parallel");
   d.layerwise_transfer = v.flag(key + ".layerwise_transfer");
-  for (const auto& [side, own] : {std::pair{"prefill", &d.prefill_cluster}, std::pair{"decode", &d.decode_cluster}}) {
+  for (const auto& [side, side_cluster] : {std::pair{"prefill", &d.prefill_cluster}, std::pair{"decode", &d.decode_cluster}}) {
     const std::string gpu_key = key + "." + side + ".gpu";
     if (!v.given(gpu_key)) continue;
     const std::string name = v.text(gpu_key);
@@ -105,7 +105,7 @@ Disaggregation build_disaggregation(const ParamValues& v, const Cluster& cluster
     if (std::find(known.begin(), known.end(), name) == known.end()) {
       v.fail(gpu_key, "unknown GPU '" + name + "'" + did_you_mean(name, known) + " (list them with `memtwin gpus`)");
     }
-    if (name != cluster.gpu.name) *own = cluster_on_gpu(v, cluster, catalog_gpu(name), gpu_key);
+    if (name != cluster.gpu.name) *side_cluster = cluster_on_gpu(v, cluster, catalog_gpu(name), gpu_key);
   }
   for (const auto& [side, tp] : {std::pair{"prefill", d.prefill_tensor_parallel}, std::pair{"decode", d.decode_tensor_parallel}}) {
     if (model.heads % tp != 0) {
@@ -122,9 +122,9 @@ Disaggregation build_disaggregation(const ParamValues& v, const Cluster& cluster
                     "; the cluster has " + str(cluster.total_gpus()));
   }
   // A side's explicit KV pool must fit its own GPUs too.
-  for (const auto& own : {d.prefill_cluster, d.decode_cluster}) {
-    if (own && v.given("inference.kv_cache.memory") && v.bytes("inference.kv_cache.memory") >= own->gpu.memory) {
-      v.fail("inference.kv_cache.memory", "is not smaller than the " + own->gpu.name + "'s memory");
+  for (const auto& side_cluster : {d.prefill_cluster, d.decode_cluster}) {
+    if (side_cluster && v.given("inference.kv_cache.memory") && v.bytes("inference.kv_cache.memory") >= side_cluster->gpu.memory) {
+      v.fail("inference.kv_cache.memory", "is not smaller than the " + side_cluster->gpu.name + "'s memory");
     }
   }
   return d;

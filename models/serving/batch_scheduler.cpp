@@ -53,7 +53,7 @@ std::string serving_plan_hash(const Scenario& s, const std::vector<Request>& req
 BatchScheduler::BatchScheduler(int replica, const Scenario& s, const KvCompressor& kv, ServingRun& out,
                                std::int64_t capacity_blocks, double block_bytes, int virtual_engine,
                                int virtual_engines)
-    : index_(replica), virtual_engine_(virtual_engine), role_(s.inference->serving.role), s_(s), kv_(kv), out_(out), capacity_(capacity_blocks), block_bytes_(block_bytes) {
+    : index_(replica), virtual_engine_(virtual_engine), role_(s.inference->serving.role), s_(s), kv_(kv), uniform_token_bytes_(kv.uniform_token_bytes()), out_(out), capacity_(capacity_blocks), block_bytes_(block_bytes) {
   share_prefixes_ = s.inference->serving.prefix_caching && shares_prefix_blocks(s.inference->kv_cache.compression.method);
   // A replica's share of each node's tiers is its GPUs' share; a block of the replica is a block on
   // each of its GPUs (block_bytes is one GPU's), all of which land in the tier. So a tier holds
@@ -143,9 +143,14 @@ std::optional<ScheduledIteration> BatchScheduler::schedule() {
       // Its share of the iteration's decode work (a later preemption in this pass only takes
       // sequences behind it; a pass that schedules nothing starts the load again).
       it.load.decode_sequences += 1;
-      it.load.decode_context += static_cast<double>(kv_.kept_tokens(q.prompt, q.generated));
-      it.load.kv_bytes_read += q.generated > 0 ? held_bytes : kv_.sequence_bytes(q.prompt, q.generated);
-      it.load.decode_residual_context += static_cast<double>(kv_.residual_tokens(q.prompt, q.generated));
+      if (uniform_token_bytes_ > 0) {  // what the calls below return for such a method
+        it.load.decode_context += static_cast<double>(q.prompt + q.generated);
+        it.load.kv_bytes_read += q.generated > 0 ? held_bytes : static_cast<double>(q.prompt) * uniform_token_bytes_;
+      } else {
+        it.load.decode_context += static_cast<double>(kv_.kept_tokens(q.prompt, q.generated));
+        it.load.kv_bytes_read += q.generated > 0 ? held_bytes : kv_.sequence_bytes(q.prompt, q.generated);
+        it.load.decode_residual_context += static_cast<double>(kv_.residual_tokens(q.prompt, q.generated));
+      }
       --budget;
       ++at;
     }
@@ -277,6 +282,10 @@ void BatchScheduler::complete(const ScheduledIteration& it, double started, doub
 inline double BatchScheduler::kv_bytes(const Sequence& q, int prefilled, int generated) const {
   // Prefill holds what the method needs while prefilling (the whole prompt for methods that
   // select afterwards); decoding holds the compressed footprint.
+  if (uniform_token_bytes_ > 0) {  // the calls below, without them (see KvCompressor::uniform_token_bytes)
+    const int tokens = prefilled >= q.prompt && generated > 0 ? q.prompt + generated : prefilled;
+    return static_cast<double>(tokens) * uniform_token_bytes_;
+  }
   if (prefilled >= q.prompt && generated > 0) return kv_.sequence_bytes(q.prompt, generated);
   const double bytes = kv_.prefill_bytes(prefilled);
   return prefilled >= q.prompt ? std::max(bytes, kv_.sequence_bytes(q.prompt, generated)) : bytes;

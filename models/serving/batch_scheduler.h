@@ -162,6 +162,7 @@ class BatchScheduler {
   std::int64_t kv_iterations_ = 0;  ///< this engine's iterations so far, numbering its KV samples
   const Scenario& s_;
   const KvCompressor& kv_;
+  const double uniform_token_bytes_;  ///< kv_.uniform_token_bytes(): nonzero when every token is kept alike
   ServingRun& out_;
   std::int64_t capacity_, used_ = 0;
   double swapped_out_bytes_ = 0, swapped_in_bytes_ = 0;  // this replica's host-tier traffic so far
