@@ -264,10 +264,7 @@ void key_scores_of(const DecodeAttentionArgs& a, const std::int32_t* table, cons
 }  // namespace
 
 void vnni_round_query_to_bytes(const float* q, int elements, int group, std::int8_t* high, std::int8_t* low, float* scales) {
-  for (int g = 0; g < elements / group; ++g) {
-    const std::size_t first = static_cast<std::size_t>(g) * group;
-    detail::round_query_group(q + first, group, high + first, low + first, scales[g]);
-  }
+  detail::round_query_groups(q, elements, group, high, low, scales);  // this build's copy
 }
 
 bool vnni_takes(const KvFormat& f) {

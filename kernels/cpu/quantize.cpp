@@ -114,10 +114,7 @@ void round_query_to_bytes(const float* q, int elements, int group, std::int8_t* 
     throw std::invalid_argument("round_query_to_bytes: group " + std::to_string(group) + " must divide " +
                                 std::to_string(elements) + " elements");
   }
-  for (int g = 0; g < elements / group; ++g) {
-    const std::size_t first = static_cast<std::size_t>(g) * group;
-    detail::round_query_group(q + first, group, high + first, low + first, scales[g]);
-  }
+  detail::round_query_groups(q, elements, group, high, low, scales);
 }
 
 }  // namespace memtwin::kernels
