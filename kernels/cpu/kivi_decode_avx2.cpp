@@ -76,11 +76,18 @@ void attend(const KiviDecodeArgs& a, int seq, int first_kv_head, int end_kv_head
   alignas(32) float scales[kMaxHeadDim], zeros[kMaxHeadDim], weights[H][kMaxHeadDim];
   const __m256 score_scale = _mm256_set1_ps(a.scale);
 
+  // Each pass asks for the next group's bytes of a KV head while it works on this group's, a little
+  // at a time: the block table scatters the groups, which the hardware prefetchers cannot foresee.
+  const std::size_t head_bytes = s.head_group_bytes(), key_bytes = s.key_group_bytes();
+  auto head_part = [&](std::int64_t g, int kvh) { return range.group(g) + static_cast<std::size_t>(kvh) * head_bytes; };
+
   // K pass over the quantised groups.
   for (std::int64_t g = 0; g < groups; ++g) {
     const std::uint8_t* group = range.group(g);
     for (int kvh = first_kv_head; kvh < end_kv_head; ++kvh) {
-      const std::uint8_t* keys = group + static_cast<std::size_t>(kvh) * s.head_group_bytes();
+      const std::uint8_t* keys = group + static_cast<std::size_t>(kvh) * head_bytes;
+      // (a channel's bytes of the next group at every channel of the first chunk below)
+      const std::uint8_t* next_keys = g + 1 < groups ? head_part(g + 1, kvh) : nullptr;
       for (int c = 0; c < hd; ++c) scale_and_zero(keys + c * channel_bytes + channel_bytes - 4, scales[c], zeros[c]);
       for (int first = 0; first < gqa; first += H) {
         float constant[H];
@@ -98,7 +105,9 @@ void attend(const KiviDecodeArgs& a, int seq, int first_kv_head, int end_kv_head
           __m256 sum[H][2];
           for (int h = 0; h < H; ++h) sum[h][0] = sum[h][1] = _mm256_setzero_ps();
           const std::uint8_t* codes = keys + chunk * Bits / 8;
+          const bool ask = next_keys && first == 0 && chunk == 0;
           for (int c = 0; c < hd; ++c, codes += channel_bytes) {
+            if (ask) _mm_prefetch(reinterpret_cast<const char*>(next_keys + c * channel_bytes), _MM_HINT_T1);
             __m256 lo, hi;
             codes16<Bits>(codes, lo, hi);
             for (int h = 0; h < H; ++h) {
@@ -149,7 +158,9 @@ void attend(const KiviDecodeArgs& a, int seq, int first_kv_head, int end_kv_head
   for (std::int64_t g = 0; g < groups; ++g) {
     const std::uint8_t* group = range.group(g);
     for (int kvh = first_kv_head; kvh < end_kv_head; ++kvh) {
-      const std::uint8_t* values = group + static_cast<std::size_t>(kvh) * s.head_group_bytes() + s.key_group_bytes();
+      const std::uint8_t* values = group + static_cast<std::size_t>(kvh) * head_bytes + key_bytes;
+      // (a token's bytes of the next group at every token of the first chunk below)
+      const std::uint8_t* next_values = g + 1 < groups ? head_part(g + 1, kvh) + key_bytes : nullptr;
       for (int first = 0; first < gqa; first += H) {
         for (int h = 0; h < H; ++h) {
           const float* p = scores.data() + row_of(kvh, first, h) * n + g * G;
@@ -181,7 +192,9 @@ void attend(const KiviDecodeArgs& a, int seq, int first_kv_head, int end_kv_head
             sum[h][0] = _mm256_loadu_ps(at);
             sum[h][1] = _mm256_loadu_ps(at + 8);
           }
+          const bool ask = next_values && first == 0 && c == 0;
           for (int t = 0; t < G; ++t, codes += value_bytes) {
+            if (ask) prefetch_l2(next_values + static_cast<std::size_t>(t) * value_bytes, value_bytes);
             __m256 lo, hi;
             codes16<Bits>(codes, lo, hi);
             for (int h = 0; h < H; ++h) {
