@@ -213,7 +213,7 @@ DisaggregatedRun DisaggregatedSession::finish() {
 
 DisaggregatedRun simulate_disaggregated_serving(const Scenario& s, Progress* progress) {
   const std::vector<Request> requests = generate_requests(*s.inference, s.seed);
-  refuse_beyond_machine(s, estimate_serving(requests));
+  refuse_beyond_machine(s, estimate_serving(s, requests));
   auto engine = make_engine();
   LinkMeter::enable();
   const Platform platform = build_platform(s.cluster, node_clusters(s));

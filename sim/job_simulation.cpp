@@ -87,7 +87,7 @@ JobSteps simulate_jobs(const Scenario& deployment, const std::vector<PlacedJob>&
       serving = true;
       requests[j] = generate_requests(*job.scenario->inference, job.scenario->seed);
       job_actors = serving_actor_count(*job.scenario);
-      one = estimate_serving(requests[j]);
+      one = estimate_serving(*job.scenario, requests[j]);
     }
     add(all_phases, one, 2);
     all_phases.actors += job_actors;

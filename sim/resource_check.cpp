@@ -11,6 +11,9 @@
 #include <tuple>
 
 #include "models/scenario/scenario_error.h"
+#include "models/serving/disaggregation.h"
+#include "models/serving/iteration_cost.h"
+#include "models/serving/serving_run.h"
 #include "models/unit_parse.h"
 #include "sim/collectives.h"
 
@@ -37,10 +40,14 @@ constexpr double kTraceBytesPerEvent = 250;
 // step's per-rank tables (an 800,000-GPU plan held 0.45 GiB).
 constexpr double kStepBytesPerRank = 600;
 constexpr double kServingSecondsPerUnit = 3.6e-8;  // refitted 2026-12-04 (docs/reliability.md)
-constexpr double kServingBytesPerRequest = 900;  // with --out: the request table and trace built
-// Per output token at most: the inter-token gap runs are at most one per token, and far fewer when
-// batches are large (the KV timeline is bounded, ServingRun::kMaxKvSamples).
-constexpr double kServingBytesPerToken = 4;
+// A serving run holds each request twice (as generated, and its record in the results: each
+// record once more per side with disaggregation) and the gaps between output tokens as runs of
+// equal values, about one per iteration of each replica (a batch's sequences share the
+// iteration's gap): 8 bytes in a vector that grows by doubling, and two 8-byte keys in the
+// percentiles' sort. Fitted on a run of long, lone requests (one run per iteration:
+// docs/reliability.md, 2026-12-07); everything else a run keeps is bounded (the KV timeline,
+// ServingRun::kMaxKvSamples; the trace's iterations, kMaxLoggedIterations).
+constexpr double kServingBytesPerGapRun = 32;
 constexpr double kBaseBytes = 64.0 * (1 << 20);
 constexpr double kAnnounceSeconds = 10;
 // SimGrid's default contexts/stack-size (8 MiB) and its guard page: mapped whole per actor.
@@ -131,15 +138,48 @@ WorkEstimate estimate_step(const Plan& plan, const Cluster& cluster, const std::
   return e;
 }
 
-WorkEstimate estimate_serving(const std::vector<Request>& requests) {
+double serving_iterations(const Scenario& s, const std::vector<Request>& requests) {
+  double decode_steps = 0, last_arrival = 0;
+  for (const Request& r : requests) {
+    decode_steps += r.output_tokens;
+    last_arrival = std::max(last_arrival, r.arrival_s);
+  }
+  const double n = static_cast<double>(requests.size());
+  // The replicas that produce tokens: the decode side's with disaggregation.
+  const Scenario decoding = s.inference->disaggregation ? instance_scenario(s, InstanceRole::decode) : s;
+  const ServingSpec& serving = decoding.inference->serving;
+  const double replicas = serving.replicas, full_batch = serving.max_num_seqs;
+  // Every iteration computes at least one token: at most one per output token and prompt.
+  const double at_most = decode_steps + n;
+  const WorkloadSpec& w = s.inference->workload;
+  if (w.arrival == Arrival::closed_loop && w.trace.empty()) {
+    // Each replica's batch holds its share of the clients' requests.
+    const double batch = std::clamp(w.concurrency / replicas, 1.0, full_batch);
+    return std::min(at_most, decode_steps / batch + n);
+  }
+  // While requests arrive, no replica iterates faster than one sequence's decode step (the
+  // weights are read once per iteration); the backlog left after the last arrival drains in
+  // batches that are full.
+  const double shortest = IterationModel(decoding).decode_alone(1);
+  const double while_arriving = shortest > 0 ? replicas * last_arrival / shortest : at_most;
+  return std::min(at_most, while_arriving + decode_steps / full_batch);
+}
+
+WorkEstimate estimate_serving(const Scenario& s, const std::vector<Request>& requests) {
   double decode_steps = 0;
   for (const Request& r : requests) decode_steps += r.output_tokens;
   const double n = static_cast<double>(requests.size());
+  const double records = s.inference->disaggregation ? 2 : 1;  // the prefill side's records too
+  const double iterations = serving_iterations(s, requests);
   WorkEstimate e;
   e.units = decode_steps + n;
   e.seconds = e.units * kServingSecondsPerUnit;
-  e.bytes = kBaseBytes + n * kServingBytesPerRequest + decode_steps * kServingBytesPerToken;
-  e.what = "a serving run of " + scientific(n) + " requests and " + scientific(decode_steps) + " output tokens";
+  // The trace's first iterations, in a vector that grows by doubling (each side's with disaggregation).
+  const double logged = records * std::min(iterations, static_cast<double>(ServingRun::kMaxLoggedIterations));
+  e.bytes = kBaseBytes + n * (sizeof(Request) + records * sizeof(RequestRecord)) + iterations * kServingBytesPerGapRun +
+            logged * 2 * sizeof(ServingRun::Iteration);
+  e.what = "a serving run of " + scientific(n) + " requests, " + scientific(decode_steps) + " output tokens and about " +
+           scientific(iterations) + " iterations";
   return e;
 }
 

@@ -34,8 +34,17 @@ using TransferShare = std::function<double(Collective, const std::string& role, 
 WorkEstimate estimate_step(const Plan& plan, const Cluster& cluster, const std::vector<int>& simulated_ranks, int trace_ranks,
                            long actors, const TransferShare& share = {});
 
-/// A serving run of these requests.
-WorkEstimate estimate_serving(const std::vector<Request>& requests);
+/// A serving run of these requests on the scenario's deployment. Its memory is mostly the requests
+/// (as generated, and their records) and the gaps between output tokens, kept as about one run of
+/// equal values per iteration of each replica: serving_iterations' estimate.
+WorkEstimate estimate_serving(const Scenario& scenario, const std::vector<Request>& requests);
+
+/// The iterations a serving run's replicas take, estimated before it runs: at most one per output
+/// token and prompt; with requests that arrive over time, no more than every replica stepping at
+/// one sequence's decode time (IterationModel::decode_alone) until the last arrival, plus the
+/// output tokens in full batches (max_num_seqs) after it; with closed-loop clients, the output
+/// tokens in batches of each replica's share of the clients.
+double serving_iterations(const Scenario& scenario, const std::vector<Request>& requests);
 
 /// Throws ScenarioError (exit 2: the scenario file and the key to change) when `estimate` exceeds the scenario's time limit, the memory this
 /// machine has available, or (with the actors' stacks) the address space this process may map

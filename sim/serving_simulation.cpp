@@ -116,7 +116,7 @@ ServingRun ServingSession::finish() {
 
 ServingRun simulate_serving(const Scenario& s, Progress* progress) {
   const std::vector<Request> requests = generate_requests(*s.inference, s.seed);
-  refuse_beyond_machine(s, estimate_serving(requests));
+  refuse_beyond_machine(s, estimate_serving(s, requests));
   auto engine = make_engine();
   const Platform platform = build_platform(s.cluster);
   ServingSession session(s, requests, platform, progress);

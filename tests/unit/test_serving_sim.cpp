@@ -336,3 +336,42 @@ TEST_CASE("a KIVI cache shrinking as groups are quantised is scheduled through s
   CHECK(doc["requests"]["completed"] == 8);
   CHECK(doc["requests"]["swapped"].get<int>() > 0);
 }
+
+TEST_CASE("the pre-check's serving iterations bound those the simulation takes, within a small factor", "[unit]") {
+  // A serving run's memory grows with its iterations (a run of equal inter-token gaps each:
+  // sim/resource_check.h), which the pre-check estimates before it starts: at most one per output
+  // token and prompt, and while requests arrive no replica faster than one sequence's decode step.
+  // Lone long requests (one sequence an iteration), a loaded replica, sixteen replicas, closed-loop
+  // clients, and disaggregated prefill and decode.
+  struct Case {
+    std::string file;
+    std::vector<std::string> sets;
+  };
+  const std::vector<Case> cases = {
+      {kFp16, {"inference.workload.requests=200", "inference.workload.output_tokens.value=512", "inference.workload.rate=0.1/s"}},
+      {kFp16, {"inference.workload.requests=3000", "inference.workload.rate=20/s"}},
+      {kFp16, {"cluster.nodes=2", "cluster.gpus_per_node=8", "inference.serving.replicas=16", "inference.workload.requests=6000",
+               "inference.workload.rate=320/s"}},
+      {kFp16, {"inference.workload.arrival=closed_loop", "inference.workload.concurrency=64", "inference.workload.requests=2000",
+               "inference.workload.rate=null"}},
+      {"scenarios/serving/llama3-8b-disagg-2p2d-h100.yaml", {"inference.workload.requests=2000"}},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = {"run", source_path(c.file), "--backend", "sim", "--set", "simulation.time_limit=1us"};
+    for (const auto& s : c.sets) {
+      args.push_back("--set");
+      args.push_back(s);
+    }
+    INFO(c.file << " with " << c.sets.back());
+    const auto refused = run_memtwin(args);
+    REQUIRE(refused.exit_code == 2);
+    const std::string about = "output tokens and about ";
+    const auto at = refused.err.find(about);
+    REQUIRE(at != std::string::npos);
+    const double estimated = std::stod(refused.err.substr(at + about.size()));
+    const double ran = serve(c.file, c.sets)["requests"]["iterations"].get<double>();
+    INFO("estimated " << estimated << " iterations, ran " << ran);
+    CHECK(estimated >= 0.9 * ran);  // (printed to two digits)
+    CHECK(estimated <= 4 * ran);
+  }
+}
