@@ -39,7 +39,12 @@ constexpr double kTraceBytesPerEvent = 250;
 // Per rank of the whole cluster, simulated or not: its group memberships and node, and the
 // step's per-rank tables (an 800,000-GPU plan held 0.45 GiB).
 constexpr double kStepBytesPerRank = 600;
-constexpr double kServingSecondsPerUnit = 3.6e-8;  // refitted 2026-12-04 (docs/reliability.md)
+// A serving run's time: the scheduler's work per request and output token, and SimGrid's per
+// iteration of each replica (its sleep and the iteration's bookkeeping), which dominates when few
+// sequences share an iteration. Refitted 2026-12-07 with the iterations' estimate
+// (docs/reliability.md; it was 3.6e-8 s per request and output token alone).
+constexpr double kServingSecondsPerUnit = 8e-9;
+constexpr double kServingSecondsPerIteration = 6.7e-7;
 // A serving run holds each request twice (as generated, and its record in the results: each
 // record once more per side with disaggregation) and the gaps between output tokens as runs of
 // equal values, about one per iteration of each replica (a batch's sequences share the
@@ -173,7 +178,7 @@ WorkEstimate estimate_serving(const Scenario& s, const std::vector<Request>& req
   const double iterations = serving_iterations(s, requests);
   WorkEstimate e;
   e.units = decode_steps + n;
-  e.seconds = e.units * kServingSecondsPerUnit;
+  e.seconds = e.units * kServingSecondsPerUnit + iterations * kServingSecondsPerIteration;
   // The trace's first iterations, in a vector that grows by doubling (each side's with disaggregation).
   const double logged = records * std::min(iterations, static_cast<double>(ServingRun::kMaxLoggedIterations));
   e.bytes = kBaseBytes + n * (sizeof(Request) + records * sizeof(RequestRecord)) + iterations * kServingBytesPerGapRun +
