@@ -43,7 +43,7 @@ constexpr double kStepBytesPerRank = 600;
 // iteration of each replica (its sleep and the iteration's bookkeeping), which dominates when few
 // sequences share an iteration. Refitted 2026-12-07 with the iterations' estimate
 // (docs/reliability.md; it was 3.6e-8 s per request and output token alone).
-constexpr double kServingSecondsPerUnit = 8e-9;
+constexpr double kServingSecondsPerUnit = 1.1e-8;
 constexpr double kServingSecondsPerIteration = 6.7e-7;
 // A serving run holds each request twice (as generated, and its record in the results: each
 // record once more per side with disaggregation) and the gaps between output tokens as runs of
@@ -144,12 +144,14 @@ WorkEstimate estimate_step(const Plan& plan, const Cluster& cluster, const std::
 }
 
 double serving_iterations(const Scenario& s, const std::vector<Request>& requests) {
-  double decode_steps = 0, last_arrival = 0;
+  double decode_steps = 0, prompt_tokens = 0, last_arrival = 0;
   for (const Request& r : requests) {
     decode_steps += r.output_tokens;
+    prompt_tokens += r.prompt_tokens;
     last_arrival = std::max(last_arrival, r.arrival_s);
   }
   const double n = static_cast<double>(requests.size());
+  if (n == 0) return 0;
   // The replicas that produce tokens: the decode side's with disaggregation.
   const Scenario decoding = s.inference->disaggregation ? instance_scenario(s, InstanceRole::decode) : s;
   const ServingSpec& serving = decoding.inference->serving;
@@ -157,17 +159,28 @@ double serving_iterations(const Scenario& s, const std::vector<Request>& request
   // Every iteration computes at least one token: at most one per output token and prompt.
   const double at_most = decode_steps + n;
   const WorkloadSpec& w = s.inference->workload;
+  double batch = full_batch;  // sequences an iteration decodes
   if (w.arrival == Arrival::closed_loop && w.trace.empty()) {
-    // Each replica's batch holds its share of the clients' requests.
-    const double batch = std::clamp(w.concurrency / replicas, 1.0, full_batch);
-    return std::min(at_most, decode_steps / batch + n);
+    batch = w.concurrency / replicas;  // each replica's share of the clients
+  } else if (last_arrival > 0) {
+    // The steady batch b of a replica that keeps up with its arrivals (rate r, mean output o):
+    // it decodes r o tokens a second, b per iteration, and an iteration takes one sequence's
+    // decode step t1, plus t_kv for each further sequence's cache read, stretched by the share
+    // of the replica's time its prompts' prefill takes: b = r o (t1 + b t_kv) / (1 - r t_prefill),
+    // solved by iterating from b = 1 (past the replica's capacity, full batches).
+    const IterationModel model(decoding);
+    const double rate = n / last_arrival / replicas, mean_output = decode_steps / n, mean_prompt = prompt_tokens / n;
+    const double t1 = model.decode_alone(1);
+    const double t_kv = std::max(0.0, model.decode_alone(static_cast<int>(mean_prompt + mean_output / 2)) - t1);
+    // (with disaggregation the decode side receives its prompts' caches: its prefill is elsewhere)
+    const double prefill_share =
+        s.inference->disaggregation ? 0.0 : rate * std::max(0.0, model.prefill_alone(static_cast<int>(mean_prompt)) - t1);
+    batch = 1;
+    for (int step = 0; step < 100 && prefill_share < 1 && batch < full_batch; ++step)
+      batch = rate * mean_output * (t1 + batch * t_kv) / (1 - prefill_share);
+    if (prefill_share >= 1) batch = full_batch;
   }
-  // While requests arrive, no replica iterates faster than one sequence's decode step (the
-  // weights are read once per iteration); the backlog left after the last arrival drains in
-  // batches that are full.
-  const double shortest = IterationModel(decoding).decode_alone(1);
-  const double while_arriving = shortest > 0 ? replicas * last_arrival / shortest : at_most;
-  return std::min(at_most, while_arriving + decode_steps / full_batch);
+  return std::min(at_most, decode_steps / std::clamp(batch, 1.0, full_batch) + n);
 }
 
 WorkEstimate estimate_serving(const Scenario& s, const std::vector<Request>& requests) {

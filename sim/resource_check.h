@@ -39,11 +39,12 @@ WorkEstimate estimate_step(const Plan& plan, const Cluster& cluster, const std::
 /// equal values per iteration of each replica: serving_iterations' estimate.
 WorkEstimate estimate_serving(const Scenario& scenario, const std::vector<Request>& requests);
 
-/// The iterations a serving run's replicas take, estimated before it runs: at most one per output
-/// token and prompt; with requests that arrive over time, no more than every replica stepping at
-/// one sequence's decode time (IterationModel::decode_alone) until the last arrival, plus the
-/// output tokens in full batches (max_num_seqs) after it; with closed-loop clients, the output
-/// tokens in batches of each replica's share of the clients.
+/// The iterations a serving run's replicas take, estimated before it runs: the output tokens in
+/// batches of a replica's steady batch, plus one per prompt, and at most one per output token and
+/// prompt. With requests that arrive over time the steady batch is the one with which a replica
+/// keeps up with its share of the arrivals, its iterations timed by the IterationModel (one
+/// sequence's decode step, each further sequence's cache read, the prompts' prefill); with
+/// closed-loop clients, each replica's share of the clients; never more than max_num_seqs.
 double serving_iterations(const Scenario& scenario, const std::vector<Request>& requests);
 
 /// Throws ScenarioError (exit 2: the scenario file and the key to change) when `estimate` exceeds the scenario's time limit, the memory this

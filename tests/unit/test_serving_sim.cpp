@@ -337,12 +337,12 @@ TEST_CASE("a KIVI cache shrinking as groups are quantised is scheduled through s
   CHECK(doc["requests"]["swapped"].get<int>() > 0);
 }
 
-TEST_CASE("the pre-check's serving iterations bound those the simulation takes, within a small factor", "[unit]") {
-  // A serving run's memory grows with its iterations (a run of equal inter-token gaps each:
-  // sim/resource_check.h), which the pre-check estimates before it starts: at most one per output
-  // token and prompt, and while requests arrive no replica faster than one sequence's decode step.
-  // Lone long requests (one sequence an iteration), a loaded replica, sixteen replicas, closed-loop
-  // clients, and disaggregated prefill and decode.
+TEST_CASE("the pre-check's serving iterations are those the simulation takes within a factor of 0.8 to 2", "[unit]") {
+  // A serving run's memory and time grow with its iterations (a run of equal inter-token gaps
+  // each: sim/resource_check.h), which the pre-check estimates before it starts from the batch
+  // with which a replica keeps up with its arrivals. Lone long requests (one sequence an
+  // iteration), a loaded replica, sixteen replicas, closed-loop clients, and disaggregated prefill
+  // and decode.
   struct Case {
     std::string file;
     std::vector<std::string> sets;
@@ -371,7 +371,7 @@ TEST_CASE("the pre-check's serving iterations bound those the simulation takes, 
     const double estimated = std::stod(refused.err.substr(at + about.size()));
     const double ran = serve(c.file, c.sets)["requests"]["iterations"].get<double>();
     INFO("estimated " << estimated << " iterations, ran " << ran);
-    CHECK(estimated >= 0.9 * ran);  // (printed to two digits)
-    CHECK(estimated <= 4 * ran);
+    CHECK(estimated >= 0.8 * ran);  // (printed to two digits)
+    CHECK(estimated <= 2 * ran);
   }
 }
