@@ -143,61 +143,67 @@ WorkEstimate estimate_step(const Plan& plan, const Cluster& cluster, const std::
   return e;
 }
 
-double serving_iterations(const Scenario& s, const std::vector<Request>& requests) {
-  double decode_steps = 0, prompt_tokens = 0, last_arrival = 0;
-  for (const Request& r : requests) {
-    decode_steps += r.output_tokens;
-    prompt_tokens += r.prompt_tokens;
-    last_arrival = std::max(last_arrival, r.arrival_s);
+namespace {
+
+// What the serving estimate reads off the requests, in one pass over them.
+struct RequestTotals {
+  double n = 0, decode_steps = 0, prompt_tokens = 0, last_arrival = 0;
+  explicit RequestTotals(const std::vector<Request>& requests) : n(static_cast<double>(requests.size())) {
+    for (const Request& r : requests) {
+      decode_steps += r.output_tokens;
+      prompt_tokens += r.prompt_tokens;
+      last_arrival = std::max(last_arrival, r.arrival_s);
+    }
   }
-  const double n = static_cast<double>(requests.size());
-  if (n == 0) return 0;
+};
+
+// The iterations the run's replicas take (resource_check.h, estimate_serving).
+double serving_iterations(const Scenario& s, const RequestTotals& r) {
+  if (r.n == 0) return 0;
   // The replicas that produce tokens: the decode side's with disaggregation.
   const Scenario decoding = s.inference->disaggregation ? instance_scenario(s, InstanceRole::decode) : s;
   const ServingSpec& serving = decoding.inference->serving;
   const double replicas = serving.replicas, full_batch = serving.max_num_seqs;
-  // Every iteration computes at least one token: at most one per output token and prompt.
-  const double at_most = decode_steps + n;
   const WorkloadSpec& w = s.inference->workload;
   double batch = full_batch;  // sequences an iteration decodes
   if (w.arrival == Arrival::closed_loop && w.trace.empty()) {
     batch = w.concurrency / replicas;  // each replica's share of the clients
-  } else if (last_arrival > 0) {
+  } else if (r.last_arrival > 0) {
     // The steady batch b of a replica that keeps up with its arrivals (rate r, mean output o):
     // it decodes r o tokens a second, b per iteration, and an iteration takes one sequence's
     // decode step t1, plus t_kv for each further sequence's cache read, stretched by the share
     // of the replica's time its prompts' prefill takes: b = r o (t1 + b t_kv) / (1 - r t_prefill),
     // solved by iterating from b = 1 (past the replica's capacity, full batches).
     const IterationModel model(decoding);
-    const double rate = n / last_arrival / replicas, mean_output = decode_steps / n, mean_prompt = prompt_tokens / n;
+    const double rate = r.n / r.last_arrival / replicas, mean_output = r.decode_steps / r.n, mean_prompt = r.prompt_tokens / r.n;
     const double t1 = model.decode_alone(1);
     const double t_kv = std::max(0.0, model.decode_alone(static_cast<int>(mean_prompt + mean_output / 2)) - t1);
     // (with disaggregation the decode side receives its prompts' caches: its prefill is elsewhere)
     const double prefill_share =
         s.inference->disaggregation ? 0.0 : rate * std::max(0.0, model.prefill_alone(static_cast<int>(mean_prompt)) - t1);
-    batch = 1;
-    for (int step = 0; step < 100 && prefill_share < 1 && batch < full_batch; ++step)
+    batch = prefill_share < 1 ? 1 : full_batch;
+    for (int step = 0; step < 100 && batch < full_batch; ++step)
       batch = rate * mean_output * (t1 + batch * t_kv) / (1 - prefill_share);
-    if (prefill_share >= 1) batch = full_batch;
   }
-  return std::min(at_most, decode_steps / std::clamp(batch, 1.0, full_batch) + n);
+  // Every iteration computes at least one token: at most one per output token and prompt.
+  return std::min(r.decode_steps + r.n, r.decode_steps / std::clamp(batch, 1.0, full_batch) + r.n);
 }
 
+}  // namespace
+
 WorkEstimate estimate_serving(const Scenario& s, const std::vector<Request>& requests) {
-  double decode_steps = 0;
-  for (const Request& r : requests) decode_steps += r.output_tokens;
-  const double n = static_cast<double>(requests.size());
+  const RequestTotals totals(requests);
   const double records = s.inference->disaggregation ? 2 : 1;  // the prefill side's records too
-  const double iterations = serving_iterations(s, requests);
+  const double iterations = serving_iterations(s, totals);
   WorkEstimate e;
-  e.units = decode_steps + n;
+  e.units = totals.decode_steps + totals.n;
   e.seconds = e.units * kServingSecondsPerUnit + iterations * kServingSecondsPerIteration;
   // The trace's first iterations, in a vector that grows by doubling (each side's with disaggregation).
   const double logged = records * std::min(iterations, static_cast<double>(ServingRun::kMaxLoggedIterations));
-  e.bytes = kBaseBytes + n * (sizeof(Request) + records * sizeof(RequestRecord)) + iterations * kServingBytesPerGapRun +
+  e.bytes = kBaseBytes + totals.n * (sizeof(Request) + records * sizeof(RequestRecord)) + iterations * kServingBytesPerGapRun +
             logged * 2 * sizeof(ServingRun::Iteration);
-  e.what = "a serving run of " + scientific(n) + " requests, " + scientific(decode_steps) + " output tokens and about " +
-           scientific(iterations) + " iterations";
+  e.what = "a serving run of " + scientific(totals.n) + " requests, " + scientific(totals.decode_steps) +
+           " output tokens and about " + scientific(iterations) + " iterations";
   return e;
 }
 

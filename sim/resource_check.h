@@ -36,16 +36,14 @@ WorkEstimate estimate_step(const Plan& plan, const Cluster& cluster, const std::
 
 /// A serving run of these requests on the scenario's deployment. Its memory is mostly the requests
 /// (as generated, and their records) and the gaps between output tokens, kept as about one run of
-/// equal values per iteration of each replica: serving_iterations' estimate.
+/// equal values per iteration of each replica; its time, work per token and per iteration. The
+/// iterations are estimated before it runs: the output tokens in batches of a replica's steady
+/// batch, plus one per prompt, and at most one per output token and prompt. With requests that
+/// arrive over time the steady batch is the one with which a replica keeps up with its share of
+/// the arrivals, its iterations timed by the IterationModel (one sequence's decode step, each
+/// further sequence's cache read, the prompts' prefill); with closed-loop clients, each replica's
+/// share of the clients; never more than max_num_seqs. The estimate's `what` names them.
 WorkEstimate estimate_serving(const Scenario& scenario, const std::vector<Request>& requests);
-
-/// The iterations a serving run's replicas take, estimated before it runs: the output tokens in
-/// batches of a replica's steady batch, plus one per prompt, and at most one per output token and
-/// prompt. With requests that arrive over time the steady batch is the one with which a replica
-/// keeps up with its share of the arrivals, its iterations timed by the IterationModel (one
-/// sequence's decode step, each further sequence's cache read, the prompts' prefill); with
-/// closed-loop clients, each replica's share of the clients; never more than max_num_seqs.
-double serving_iterations(const Scenario& scenario, const std::vector<Request>& requests);
 
 /// Throws ScenarioError (exit 2: the scenario file and the key to change) when `estimate` exceeds the scenario's time limit, the memory this
 /// machine has available, or (with the actors' stacks) the address space this process may map

@@ -79,7 +79,6 @@ void attend(const KiviDecodeArgs& a, int seq, int first_kv_head, int end_kv_head
   // Each pass asks for the next group's bytes of a KV head while it works on this group's, a little
   // at a time: the block table scatters the groups, which the hardware prefetchers cannot foresee.
   const std::size_t head_bytes = s.head_group_bytes(), key_bytes = s.key_group_bytes();
-  auto head_part = [&](std::int64_t g, int kvh) { return range.group(g) + static_cast<std::size_t>(kvh) * head_bytes; };
 
   // K pass over the quantised groups.
   for (std::int64_t g = 0; g < groups; ++g) {
@@ -87,7 +86,7 @@ void attend(const KiviDecodeArgs& a, int seq, int first_kv_head, int end_kv_head
     for (int kvh = first_kv_head; kvh < end_kv_head; ++kvh) {
       const std::uint8_t* keys = group + static_cast<std::size_t>(kvh) * head_bytes;
       // (a channel's bytes of the next group at every channel of the first chunk below)
-      const std::uint8_t* next_keys = g + 1 < groups ? head_part(g + 1, kvh) : nullptr;
+      const std::uint8_t* next_keys = g + 1 < groups ? range.head_part(g + 1, kvh) : nullptr;
       for (int c = 0; c < hd; ++c) scale_and_zero(keys + c * channel_bytes + channel_bytes - 4, scales[c], zeros[c]);
       for (int first = 0; first < gqa; first += H) {
         float constant[H];
@@ -160,7 +159,7 @@ void attend(const KiviDecodeArgs& a, int seq, int first_kv_head, int end_kv_head
     for (int kvh = first_kv_head; kvh < end_kv_head; ++kvh) {
       const std::uint8_t* values = group + static_cast<std::size_t>(kvh) * head_bytes + key_bytes;
       // (a token's bytes of the next group at every token of the first chunk below)
-      const std::uint8_t* next_values = g + 1 < groups ? head_part(g + 1, kvh) + key_bytes : nullptr;
+      const std::uint8_t* next_values = g + 1 < groups ? range.head_part(g + 1, kvh) + key_bytes : nullptr;
       for (int first = 0; first < gqa; first += H) {
         for (int h = 0; h < H; ++h) {
           const float* p = scores.data() + row_of(kvh, first, h) * n + g * G;

@@ -158,7 +158,6 @@ void attend(const KiviDecodeArgs& a, int seq, int first_kv_head, int end_kv_head
 
   // Each pass asks for the next group's bytes of a KV head while it works on this group's, a little
   // at a time: the block table scatters the groups, which the hardware prefetchers cannot foresee.
-  auto head_part = [&](std::int64_t g, int kvh) { return range.group(g) + static_cast<std::size_t>(kvh) * head_bytes; };
 
   // K pass over the quantised groups: in integers (kivi_vnni_key_scores), or in floating point.
   const bool integer_keys = vnni && kivi_vnni_keys_take(s, H);
@@ -167,7 +166,7 @@ void attend(const KiviDecodeArgs& a, int seq, int first_kv_head, int end_kv_head
     for (int kvh = first_kv_head; kvh < end_kv_head; ++kvh) {
       const std::uint8_t* keys = group + static_cast<std::size_t>(kvh) * head_bytes;
       // (a channel's bytes of the next group at every channel of the first pass below)
-      const std::uint8_t* next_keys = g + 1 < groups ? head_part(g + 1, kvh) : nullptr;
+      const std::uint8_t* next_keys = g + 1 < groups ? range.head_part(g + 1, kvh) : nullptr;
       for (int c = 0; c < hd; c += kLanes) {
         __m512 scale, zero;
         scales_and_zeros(channel_words(keys + c * channel_bytes), scale, zero);
@@ -267,7 +266,7 @@ void attend(const KiviDecodeArgs& a, int seq, int first_kv_head, int end_kv_head
       const std::uint8_t* group = range.group(g);
       for (int kvh = first_kv_head; kvh < end_kv_head; ++kvh) {
         const std::uint8_t* values = group + static_cast<std::size_t>(kvh) * head_bytes + key_bytes;
-        const std::uint8_t* next_values = g + 1 < groups ? head_part(g + 1, kvh) + key_bytes : nullptr;
+        const std::uint8_t* next_values = g + 1 < groups ? range.head_part(g + 1, kvh) + key_bytes : nullptr;
         const std::uint8_t* rows[kIntegerWeightTile];
         const std::uint8_t* next_rows[kIntegerWeightTile];  // the next group's tile, each cache line asked once
         for (int t0 = 0; t0 < G; t0 += kIntegerWeightTile) {
@@ -296,7 +295,7 @@ void attend(const KiviDecodeArgs& a, int seq, int first_kv_head, int end_kv_head
       for (int kvh = first_kv_head; kvh < end_kv_head; ++kvh) {
         const std::uint8_t* values = group + static_cast<std::size_t>(kvh) * head_bytes + key_bytes;
         // (a token's bytes of the next group at every token of the first chunk below)
-        const std::uint8_t* next_values = g + 1 < groups ? head_part(g + 1, kvh) + key_bytes : nullptr;
+        const std::uint8_t* next_values = g + 1 < groups ? range.head_part(g + 1, kvh) + key_bytes : nullptr;
         for (int first = 0; first < gqa; first += H) {
           // The group's weights p_t scale_t and zero sums, 16 tokens at a time.
           for (int vg = 0; vg < value_groups; ++vg) {
